@@ -1,0 +1,8 @@
+"""daskelastic: elastic, straggler-resilient training of linear models on Dask."""
+
+from . import config  # noqa: F401  (registers the dask.config defaults)
+from .estimators import LinearSVC, LogisticRegression, Ridge
+
+__version__ = "0.1.0"
+
+__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "__version__"]

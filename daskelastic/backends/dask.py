@@ -1,0 +1,281 @@
+"""Workers on a Dask cluster: chunks and dual state live on the workers.
+
+Each worker holds, per running fit, a :class:`~daskelastic.solvers.ChunkSolver`
+in a worker-local registry (an attribute of the ``distributed.Worker``): its
+chunks, their dual variables ``α`` and the pending work of the last round.
+Only ``w``, the settlement of the previous round and a few numbers travel to
+a worker each round, and only ``Δw`` and a few numbers come back.
+
+Rounds are one task per worker, restricted to that worker, named
+``daskelastic-round-…`` so the dashboard's task stream reads well.
+"""
+
+import uuid
+
+import numpy as np
+import scipy.sparse as sp
+from dask.core import flatten
+from distributed import futures_of, get_worker, wait
+
+from ..driver import Backend
+from ..placement import assign_chunks
+from ..solvers import ChunkSolver
+
+__all__ = ["DaskBackend"]
+
+_REGISTRY_ATTR = "_daskelastic_fits"
+
+
+# --------------------------------------------------------------------------
+# functions that run on the workers
+# --------------------------------------------------------------------------
+def _registry():
+    worker = get_worker()
+    reg = getattr(worker, _REGISTRY_ATTR, None)
+    if reg is None:
+        reg = {}
+        setattr(worker, _REGISTRY_ATTR, reg)
+    return reg
+
+
+def _solver(fit_id, problem=None):
+    reg = _registry()
+    if fit_id not in reg:
+        if problem is None:
+            raise RuntimeError(f"worker holds no state of fit {fit_id}")
+        reg[fit_id] = ChunkSolver(problem.loss, problem.n_targets,
+                                  problem.intercept_scaling)
+    return reg[fit_id]
+
+
+def _settle(solver, settlement):
+    if settlement is None:
+        return
+    round_id, gamma = settlement
+    if gamma is None:
+        solver.discard(round_id)
+    else:
+        solver.commit(round_id, gamma)
+
+
+def load_chunks(fit_id, problem, *chunks):
+    """Add in-memory chunks to this worker's solver; return rows held."""
+    solver = _solver(fit_id, problem)
+    for c in chunks:
+        solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight)
+    return solver.n_rows
+
+
+def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None):
+    """Validate and encode one block of a dask collection, and hold it as a chunk."""
+    X = _as_chunk_matrix(X)
+    Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
+                           else np.asarray(sample_weight))
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
+    solver = _solver(fit_id, problem)
+    solver.add_chunk(chunk_id, X, Y, sw)
+    return X.shape[0]
+
+
+def _as_chunk_matrix(X):
+    if sp.issparse(X):
+        X = X.tocsr()
+        data = X.data
+        if data.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        X.sort_indices()
+    else:
+        X = np.asarray(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        X = np.ascontiguousarray(X)
+        data = X
+    if X.ndim != 2:
+        raise ValueError(f"expected 2-d blocks of X, got {X.ndim}-d")
+    if not np.all(np.isfinite(X.data if sp.issparse(X) else X)):
+        raise ValueError("X contains NaN or infinity")
+    return X
+
+
+def run_round(fit_id, round_id, w, settlement, inv_lam_n, sigma, steps, seed):
+    """Settle the previous round, then run this round's local solver."""
+    solver = _solver(fit_id)
+    _settle(solver, settlement)
+    return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
+                        steps=steps, seed=seed)
+
+
+def settle(fit_id, settlement):
+    """Apply a settlement outside a round (end of fit)."""
+    _settle(_solver(fit_id), settlement)
+
+
+def alpha_sum(fit_id, n_features):
+    """``Σ α_i x_i`` over this worker's chunks."""
+    return _solver(fit_id).weighted_alpha_sum(n_features)
+
+
+def gather_alpha(fit_id):
+    """``{chunk_id: α}`` of this worker."""
+    return _solver(fit_id).alpha_by_chunk()
+
+
+def describe(fit_id):
+    """Chunks and rows this worker holds."""
+    s = _solver(fit_id)
+    return {"chunks": s.chunk_ids, "rows": s.n_rows}
+
+
+def drop_fit(fit_id):
+    """Forget everything this worker holds for a fit."""
+    reg = getattr(get_worker(), _REGISTRY_ATTR, None) or {}
+    return reg.pop(fit_id, None) is not None
+
+
+# --------------------------------------------------------------------------
+# the driver side
+# --------------------------------------------------------------------------
+def _persisted_blocks(client, arrays):
+    """Persist dask arrays; return, per array, its row blocks' futures in order."""
+    persisted = client.persist(arrays)
+    wait(futures_of(persisted))
+    blocks = []
+    for a in persisted:
+        futs = {f.key: f for f in futures_of(a)}
+        blocks.append([futs[k] for k in flatten(a.__dask_keys__())])
+    return blocks
+
+
+class DaskBackend(Backend):
+    """Run the local solvers on the workers of a Dask cluster.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    problem : daskelastic.driver.Problem
+    workers : list of str, optional
+        Worker addresses to use; all workers of the cluster by default.
+    """
+
+    def __init__(self, client, problem, workers=None):
+        self.client = client
+        self.problem = problem
+        self.fit_id = f"fit-{uuid.uuid4().hex[:12]}"
+        if workers is None:
+            workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        if not workers:
+            raise RuntimeError("the Dask cluster has no workers")
+        self._workers = list(workers)
+        self.placement = {}  # worker -> [chunk ids]
+
+    # -- placing the data -----------------------------------------------------
+    def load_chunks(self, chunks):
+        """Scatter in-memory chunks to the workers, balanced by rows."""
+        plan = assign_chunks({c.chunk_id: c.n_rows for c in chunks}, self._workers)
+        by_id = {c.chunk_id: c for c in chunks}
+        loads = []
+        for addr, cids in plan.items():
+            if not cids:
+                continue
+            data = self.client.scatter([by_id[c] for c in cids], workers=[addr],
+                                       hash=False)
+            loads.append(self.client.submit(
+                load_chunks, self.fit_id, self.problem, *data, workers=[addr],
+                allow_other_workers=False, pure=False,
+                key=f"daskelastic-load-{self.fit_id}-{addr}"))
+            del data
+        self._finish_loading(loads, plan)
+
+    def load_dask(self, X, y, sample_weight, encoder):
+        """Hold the blocks of dask arrays as chunks, each where it already lives.
+
+        ``X``, ``y`` and ``sample_weight`` (or None) must share row chunks;
+        ``X`` must have one column block.
+        """
+        arrays = [X, y] + ([sample_weight] if sample_weight is not None else [])
+        blocks = _persisted_blocks(self.client, arrays)
+        who_has = self.client.who_has(blocks[0])
+        sizes = {i: int(n) for i, n in enumerate(X.chunks[0])}
+        preferred = {i: list(who_has.get(f.key, ())) for i, f in enumerate(blocks[0])}
+        plan = assign_chunks(sizes, self._workers, preferred=preferred)
+        loads = []
+        for addr, cids in plan.items():
+            for cid in cids:
+                loads.append(self.client.submit(
+                    load_block, self.fit_id, self.problem, encoder, cid,
+                    *[b[cid] for b in blocks], workers=[addr], allow_other_workers=False,
+                    pure=False, key=f"daskelastic-load-{self.fit_id}-{cid}"))
+        # the chunks will live in the workers' solvers: drop dask's copies
+        del blocks
+        self._finish_loading(loads, plan)
+        return plan
+
+    def _finish_loading(self, loads, plan):
+        error = None
+        try:
+            self.client.gather(loads)
+        except Exception as e:  # noqa: BLE001 - re-raised below, without references
+            error = e
+        self.client.cancel(loads, force=True)
+        del loads
+        if error is not None:
+            self.close()
+            # a traceback would keep the frames, and with them the input's
+            # futures, alive: raise the error without it
+            raise error.with_traceback(None) from None
+        self.placement = {w: c for w, c in plan.items() if c}
+
+    # -- rounds ----------------------------------------------------------------
+    def workers(self):
+        return list(self.placement)
+
+    def run_round(self, round_id, w, settlements, *, sigma, steps, seed):
+        futures = {}
+        for addr in self.placement:
+            futures[addr] = self.client.submit(
+                run_round, self.fit_id, round_id, w, settlements.get(addr),
+                self.problem.inv_lam_n, sigma, steps, seed,
+                workers=[addr], allow_other_workers=False, pure=False,
+                key=f"daskelastic-round-{round_id}-{self.fit_id}-{addr}")
+        values = self.client.gather(list(futures.values()))
+        return dict(zip(futures, values))
+
+    def _on_each(self, func, *args, per_worker=None):
+        futures = {}
+        for addr in self.placement:
+            extra = () if per_worker is None else (per_worker.get(addr),)
+            futures[addr] = self.client.submit(
+                func, self.fit_id, *args, *extra, workers=[addr],
+                allow_other_workers=False, pure=False)
+        return dict(zip(futures, self.client.gather(list(futures.values()))))
+
+    def settle(self, settlements):
+        self._on_each(settle, per_worker=settlements)
+
+    def alpha_sum(self):
+        parts = self._on_each(alpha_sum, self.problem.n_features)
+        return sum(parts.values())
+
+    def gather_alpha(self):
+        """``{chunk_id: α}`` over all workers (a debugging accessor)."""
+        out = {}
+        for part in self._on_each(gather_alpha).values():
+            out.update(part)
+        return out
+
+    def describe(self):
+        return self._on_each(describe)
+
+    def close(self):
+        if self.client.status not in ("running", "connecting"):
+            return
+        workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        futs = [self.client.submit(drop_fit, self.fit_id, workers=[a],
+                                   allow_other_workers=False, pure=False)
+                for a in workers]
+        try:
+            self.client.gather(futs)
+        except Exception:  # a worker that died holds nothing any more
+            pass
+        self.placement = {}

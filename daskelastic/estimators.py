@@ -1,0 +1,733 @@
+"""scikit-learn estimators trained with distributed CoCoA+.
+
+The estimators validate their input, map scikit-learn's parameters to the
+normalised problem (:mod:`daskelastic.objective`), hand the data to a backend
+(:mod:`daskelastic.session`) and store the fitted attributes.  They hold no
+numerics and submit no futures themselves.
+"""
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from . import config
+from .driver import Problem, run_cocoa
+from .losses import loss_code
+from .objective import lambda_from_C
+from .placement import make_chunks, split_rows
+from .session import fit_session
+from .targets import TargetEncoder
+
+__all__ = ["LogisticRegression", "LinearSVC", "Ridge"]
+
+
+def _is_dask_collection(X):
+    try:
+        from dask import is_dask_collection
+    except ImportError:  # pragma: no cover
+        return False
+    return is_dask_collection(X)
+
+
+def _dask_to_array(X, name):
+    """A dask array with known row chunks from a dask array/dataframe/series."""
+    import dask.array as da
+    import dask.dataframe as dd
+
+    if isinstance(X, (dd.DataFrame, dd.Series)):
+        X = X.to_dask_array(lengths=True)
+    if not isinstance(X, da.Array):
+        raise TypeError(f"{name}: unsupported dask collection {type(X).__name__}")
+    if any(np.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
+    return X
+
+
+class _CoCoABase(BaseEstimator):
+    """Shared fit machinery of the CoCoA+ estimators."""
+
+    _parameter_constraints = {
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "fit_intercept": ["boolean"],
+        "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "client": [None, object],
+        "backend": [StrOptions({"auto", "dask", "inprocess"})],
+        "n_workers": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "chunks_per_worker": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "local_steps": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "gamma": [Interval(numbers.Real, 0, 1, closed="right")],
+    }
+
+    _loss = None  # set by subclasses / from parameters
+
+    # -- pickling: never carry a client ----------------------------------------
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("client") is not None:
+            state = dict(state)
+            state["client"] = None
+        return state
+
+    # -- problem construction --------------------------------------------------
+    def _C(self):
+        return self.C
+
+    def _loss_name(self):
+        return self._loss
+
+    def _validate_in_memory(self, X, y, sample_weight, multi_output):
+        X, y = validate_data(self, X, y, accept_sparse="csr",
+                             dtype=[np.float64, np.float32], order="C",
+                             multi_output=multi_output, y_numeric=multi_output,
+                             accept_large_sparse=True)
+        if sp.issparse(X):
+            X.sort_indices()
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                             ensure_non_negative=True)
+        return X, y, sample_weight
+
+    def _fit(self, X, y, sample_weight=None):
+        dask_input = _is_dask_collection(X)
+        if dask_input:
+            X, y, sample_weight, encoder = self._prepare_dask(X, y, sample_weight)
+            n, d = X.shape
+            n_values = n * d
+        else:
+            X, y, sample_weight = self._validate_in_memory(
+                X, y, sample_weight, multi_output=not self._is_classifier())
+            encoder = self._make_encoder(y, sample_weight)
+            Y, sw = encoder.encode(y, sample_weight)
+            n, d = X.shape
+            n_values = X.nnz if sp.issparse(X) else X.size
+        if n < 1:
+            raise ValueError("cannot fit on empty input")
+        icpt = float(self.intercept_scaling) if self.fit_intercept else 0.0
+        problem = Problem(loss=loss_code(self._loss_name()),
+                          lam=lambda_from_C(self._C(), n), n_samples=n,
+                          n_features=d, n_targets=encoder.n_targets,
+                          intercept_scaling=icpt)
+        cpw = self.chunks_per_worker or config.get("chunks-per-worker")
+        with fit_session(client=self.client, backend=self.backend,
+                         n_values=n_values, n_workers=self.n_workers,
+                         dask_input=dask_input) as (kind, client):
+            if kind == "inprocess":
+                from .backends.inprocess import InProcessBackend
+
+                k = self.n_workers or 1
+                chunks = make_chunks(X, Y, sw, split_rows(n, n_chunks=k * cpw))
+                backend = InProcessBackend(problem, chunks, n_workers=k)
+            else:
+                from .backends.dask import DaskBackend
+
+                workers = None
+                if self.n_workers is not None:
+                    all_workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+                    workers = all_workers[: self.n_workers]
+                backend = DaskBackend(client, problem, workers=workers)
+                if dask_input:
+                    backend.load_dask(X, y, sample_weight, encoder)
+                else:
+                    k = len(backend._workers)
+                    backend.load_chunks(make_chunks(X, Y, sw,
+                                                    split_rows(n, n_chunks=k * cpw)))
+            try:
+                result = run_cocoa(backend, problem, tol=self.tol,
+                                   max_iter=self.max_iter, gamma=self.gamma,
+                                   local_steps=self.local_steps,
+                                   random_state=self._seed(),
+                                   callback=self._progress_callback())
+            finally:
+                backend.close()
+        self._set_fitted(result, encoder, problem)
+        return self
+
+    def _seed(self):
+        rs = self.random_state
+        if rs is None:
+            return 0
+        if isinstance(rs, numbers.Integral):
+            return int(rs)
+        return int(rs.randint(np.iinfo(np.int32).max))
+
+    def _progress_callback(self):
+        if not self.verbose:
+            return None
+
+        def report(entry):
+            print(f"[daskelastic] round {entry['round']:4d}  "
+                  f"gap {entry['duality_gap']:.3e}  primal {entry['primal']:.6g}  "
+                  f"workers {entry['n_workers']}  {entry['time']:.2f}s", flush=True)
+        return report
+
+    def _prepare_dask(self, X, y, sample_weight):
+        import dask.array as da
+
+        X = _dask_to_array(X, "X")
+        y = _dask_to_array(y, "y")
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-d, got {X.ndim}-d")
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+        if X.shape[0] == 0:
+            raise ValueError("cannot fit on empty input")
+        X = X.rechunk({1: -1})
+        y = y.rechunk({0: X.chunks[0]})
+        if sample_weight is not None:
+            sample_weight = _dask_to_array(sample_weight, "sample_weight") \
+                if _is_dask_collection(sample_weight) else da.from_array(
+                    np.asarray(sample_weight, dtype=np.float64), chunks=X.chunks[0])
+            if sample_weight.shape[0] != X.shape[0]:
+                raise ValueError("sample_weight and X have different lengths")
+            sample_weight = sample_weight.rechunk({0: X.chunks[0]})
+        self.n_features_in_ = X.shape[1]
+        encoder = self._make_encoder_dask(y, sample_weight)
+        return X, y, sample_weight, encoder
+
+    def _make_encoder_dask(self, y, sample_weight):
+        raise NotImplementedError
+
+    # -- prediction ---------------------------------------------------------------
+    def _decision(self, X):
+        """``X @ coef_.T + intercept_``; lazy for dask input."""
+        check_is_fitted(self)
+        if _is_dask_collection(X):
+            Xa = _dask_to_array(X, "X").rechunk({1: -1})
+            one = self.coef_.ndim == 1 or self.coef_.shape[0] == 1
+            kwargs = {"drop_axis": 1} if one else {"chunks": (Xa.chunks[0], (self.coef_.shape[0],))}
+            return Xa.map_blocks(_block_decision, self.coef_, self.intercept_,
+                                 dtype=np.float64, **kwargs)
+        X = validate_data(self, X, accept_sparse="csr", reset=False,
+                          dtype=[np.float64, np.float32])
+        return _block_decision(X, self.coef_, self.intercept_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+def _block_decision(X, coef, intercept):
+    coef = np.atleast_2d(coef)
+    Z = X @ coef.T
+    Z = np.asarray(Z) + intercept
+    if Z.shape[1] == 1:
+        return Z.ravel()
+    return Z
+
+
+class _ClassifierBase(ClassifierMixin, _CoCoABase):
+    _parameter_constraints = {
+        **_CoCoABase._parameter_constraints,
+        "C": [Interval(numbers.Real, 0, None, closed="neither")],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+
+    def _is_classifier(self):
+        return True
+
+    def decision_function(self, X):
+        """Signed distance of each sample to the decision boundary.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array
+            Shape (n,) for two classes, (n, n_classes) otherwise; lazy for
+            dask input.
+        """
+        return self._decision(X)
+
+    def _make_encoder(self, y, sample_weight):
+        check_classification_targets(y)
+        classes = np.unique(y)
+        if classes.shape[0] < 2:
+            raise ValueError(
+                "This solver needs samples of at least 2 classes in the data, "
+                f"but the data contains only one class: {classes[0]!r}")
+        cw = None
+        if self.class_weight is not None:
+            cw = compute_class_weight(self.class_weight, classes=classes, y=y)
+        m = 1 if classes.shape[0] == 2 else classes.shape[0]
+        return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
+
+    def _make_encoder_dask(self, y, sample_weight):
+        import dask.array as da
+
+        classes = np.unique(da.unique(y).compute())
+        if classes.shape[0] < 2:
+            raise ValueError(
+                "This solver needs samples of at least 2 classes in the data, "
+                f"but the data contains only one class: {classes!r}")
+        cw = None
+        if self.class_weight is not None:
+            if self.class_weight == "balanced":
+                counts = np.array([int((y == c).sum().compute()) for c in classes])
+                cw = y.shape[0] / (len(classes) * counts)
+            else:
+                cw = np.array([self.class_weight.get(c, 1.0) for c in classes],
+                              dtype=float)
+        m = 1 if classes.shape[0] == 2 else classes.shape[0]
+        return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
+
+    def _set_fitted(self, result, encoder, problem):
+        self.classes_ = encoder.classes
+        d = problem.n_features
+        w = result.w
+        self.coef_ = np.ascontiguousarray(w[:d].T)
+        self.intercept_ = problem.intercept_scaling * w[d]
+        self.n_iter_ = np.array([result.n_iter])
+        self.history_ = result.history
+        self.duality_gap_ = result.objective.relative_gap
+
+    def predict(self, X):
+        """Predict class labels.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n,)
+            Predicted class labels.
+        """
+        scores = self.decision_function(X)
+        if _is_dask_collection(scores):
+            return scores.map_blocks(_scores_to_labels, self.classes_,
+                                     dtype=self.classes_.dtype,
+                                     **({"drop_axis": 1} if scores.ndim == 2 else {}))
+        return _scores_to_labels(scores, self.classes_)
+
+
+def _scores_to_labels(scores, classes):
+    if scores.ndim == 1:
+        return classes[(scores > 0).astype(int)]
+    return classes[np.argmax(scores, axis=1)]
+
+
+_COMMON_HEAD = """
+    tol : float, default=1e-4
+        Stop when the relative duality gap ``(P(w) - D(α)) / P(w)`` is at most
+        ``tol``; the gap bounds the relative primal suboptimality from above.
+    max_iter : int, default=200
+        Maximum number of CoCoA+ rounds (one local pass per worker each).
+    fit_intercept : bool, default=True
+        Fit an intercept, as the coefficient of a constant feature of value
+        ``intercept_scaling``.  Like liblinear, the intercept is regularised.
+    intercept_scaling : float, default=1.0
+        Value of the constant intercept feature; larger values weaken the
+        penalty on the intercept."""
+
+_CLASS_WEIGHT_DOC = """
+    class_weight : dict or "balanced", optional
+        Weights of the classes, multiplied into the sample weights."""
+
+_COMMON_TAIL = """
+    random_state : int, RandomState instance or None, default=None
+        Seed of the order in which the local solvers visit samples.
+    verbose : int, default=0
+        Print the duality gap every round when positive.
+    client : distributed.Client, optional
+        Cluster to fit on; the current client by default.
+    backend : {"auto", "dask", "inprocess"}, default="auto"
+        ``"dask"`` fits on ``client`` (or the current client, or an embedded
+        ``LocalCluster`` started for the fit); ``"inprocess"`` fits in this
+        process; ``"auto"`` is ``"dask"`` unless there is no client and the
+        input is small (``daskelastic.embedded-threshold`` stored values).
+    n_workers : int, optional
+        Workers to use (all of the cluster's by default; the size of an
+        embedded cluster; one for ``"inprocess"``).
+    chunks_per_worker : int, optional
+        Row chunks per worker for numpy / scipy.sparse input
+        (``daskelastic.chunks-per-worker``, 4, by default).  Dask input keeps
+        its own row blocks as chunks.
+    local_steps : int, optional
+        Coordinate steps per worker per round; one pass over the worker's rows
+        by default.
+    gamma : float, default=1.0
+        CoCoA+ aggregation parameter: ``w ← w + γ ΣΔw`` and ``σ′ = γ K``.
+"""
+
+_ATTRS_DOC = """
+    n_iter_ : ndarray of shape (1,)
+        Committed CoCoA+ rounds.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during fit, when ``X`` has string column names.
+    history_ : list of dict
+        One entry per round: ``round``, ``time`` (seconds since the fit
+        began), ``duality_gap`` (relative, of the iterate the round started
+        from), ``gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
+        ``n_dropped``, ``n_preempted``, ``steps`` and ``worker_seconds``.
+    duality_gap_ : float
+        Relative duality gap of the returned coefficients: a certificate that
+        their objective is within this fraction of the optimum.
+"""
+
+
+class LogisticRegression(_ClassifierBase):
+    __doc__ = f"""L2-regularised logistic regression trained with distributed CoCoA+.
+
+    Minimises ``C Σ c_i log(1 + exp(-y_i x_i·w)) + ½‖w‖²`` (liblinear's
+    problem, one-vs-rest for more than two classes) with an SDCA local solver
+    per worker, on a Dask cluster or in-process.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularisation strength, as in scikit-learn.{_COMMON_HEAD}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Coefficients.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+        Intercepts (zeros without ``fit_intercept``).
+{_ATTRS_DOC}
+    See Also
+    --------
+    LinearSVC : Hinge and squared-hinge losses.
+    sklearn.linear_model.LogisticRegression : The single-machine estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic import LogisticRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3))
+    >>> y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    >>> clf = LogisticRegression(C=1.0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    >>> bool(clf.duality_gap_ <= 1e-4)
+    True
+    """
+
+    _loss = "logistic"
+
+    def __init__(self, C=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
+                 intercept_scaling=1.0, class_weight=None, random_state=None,
+                 verbose=0, client=None, backend="auto", n_workers=None,
+                 chunks_per_worker=None, local_steps=None, gamma=1.0):
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.random_state = random_state
+        self.verbose = verbose
+        self.client = client
+        self.backend = backend
+        self.n_workers = n_workers
+        self.chunks_per_worker = chunks_per_worker
+        self.local_steps = local_steps
+        self.gamma = gamma
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+            Training data.
+        y : array-like or dask array of shape (n,)
+            Class labels.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights of the samples.
+
+        Returns
+        -------
+        self : LogisticRegression
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
+
+    def predict_proba(self, X):
+        """Probability of each class (one-vs-rest, normalised as liblinear).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n, n_classes)
+            Probabilities, in the order of ``classes_``.
+        """
+        scores = self.decision_function(X)
+        if _is_dask_collection(scores):
+            k = len(self.classes_)
+            kw = {"new_axis": 1} if scores.ndim == 1 else {}
+            return scores.map_blocks(_scores_to_proba, dtype=np.float64,
+                                     chunks=(scores.chunks[0], (k,)), **kw)
+        return _scores_to_proba(scores)
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n, d)
+
+        Returns
+        -------
+        ndarray of shape (n, n_classes)
+            Log-probabilities, in the order of ``classes_``.
+        """
+        return np.log(self.predict_proba(X))
+
+
+def _scores_to_proba(scores):
+    from scipy.special import expit
+
+    if scores.ndim == 1:
+        p = expit(scores)
+        return np.column_stack([1.0 - p, p])
+    p = expit(scores)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+class LinearSVC(_ClassifierBase):
+    __doc__ = f"""Linear support vector classifier trained with distributed CoCoA+.
+
+    Minimises ``C Σ c_i ℓ(y_i x_i·w) + ½‖w‖²`` with the hinge or squared hinge
+    loss (liblinear's dual problem; one-vs-rest for more than two classes).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularisation strength, as in scikit-learn.
+    loss : {{"squared_hinge", "hinge"}}, default="squared_hinge"
+        The loss function.{_COMMON_HEAD}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Coefficients.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+        Intercepts (zeros without ``fit_intercept``).
+{_ATTRS_DOC}
+    See Also
+    --------
+    LogisticRegression : Probabilistic classifier.
+    sklearn.svm.LinearSVC : The single-machine estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic import LinearSVC
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3))
+    >>> y = np.where(X[:, 0] - X[:, 2] > 0, "yes", "no")
+    >>> LinearSVC(C=0.5).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _parameter_constraints = {
+        **_ClassifierBase._parameter_constraints,
+        "loss": [StrOptions({"hinge", "squared_hinge"})],
+    }
+
+    def __init__(self, C=1.0, *, loss="squared_hinge", tol=1e-4, max_iter=200,
+                 fit_intercept=True, intercept_scaling=1.0, class_weight=None,
+                 random_state=None, verbose=0, client=None, backend="auto",
+                 n_workers=None, chunks_per_worker=None, local_steps=None,
+                 gamma=1.0):
+        self.C = C
+        self.loss = loss
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.random_state = random_state
+        self.verbose = verbose
+        self.client = client
+        self.backend = backend
+        self.n_workers = n_workers
+        self.chunks_per_worker = chunks_per_worker
+        self.local_steps = local_steps
+        self.gamma = gamma
+
+    def _loss_name(self):
+        return self.loss
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+            Training data.
+        y : array-like or dask array of shape (n,)
+            Class labels.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights of the samples.
+
+        Returns
+        -------
+        self : LinearSVC
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
+
+
+class Ridge(RegressorMixin, _CoCoABase):
+    __doc__ = f"""Ridge regression trained with distributed CoCoA+.
+
+    Minimises ``Σ c_i (y_i - x_i·w - b)² + alpha ‖w‖²`` (scikit-learn's Ridge),
+    for one or several targets.  The targets are centred by their weighted
+    mean; the remaining intercept is the coefficient of a constant feature of
+    value ``intercept_scaling`` and, unlike scikit-learn's, is regularised.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Regularisation strength (must be positive).{_COMMON_HEAD}{_COMMON_TAIL}
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Coefficients.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Intercepts, including the targets' weighted mean.
+{_ATTRS_DOC}
+    See Also
+    --------
+    sklearn.linear_model.Ridge : The single-machine estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic import Ridge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3))
+    >>> y = X @ np.array([1.0, -2.0, 0.5]) + 3.0
+    >>> Ridge(alpha=0.1, tol=1e-8).fit(X, y).score(X, y) > 0.99
+    True
+    """
+
+    _parameter_constraints = {
+        **_CoCoABase._parameter_constraints,
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+    }
+
+    _loss = "squared"
+
+    def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
+                 intercept_scaling=1.0, random_state=None, verbose=0, client=None,
+                 backend="auto", n_workers=None, chunks_per_worker=None,
+                 local_steps=None, gamma=1.0):
+        self.alpha = alpha
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.random_state = random_state
+        self.verbose = verbose
+        self.client = client
+        self.backend = backend
+        self.n_workers = n_workers
+        self.chunks_per_worker = chunks_per_worker
+        self.local_steps = local_steps
+        self.gamma = gamma
+
+    def _C(self):
+        return 1.0 / self.alpha
+
+    def _is_classifier(self):
+        return False
+
+    def _make_encoder(self, y, sample_weight):
+        y2 = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
+        self._y_ndim = np.ndim(y)
+        offset = None
+        if self.fit_intercept:
+            total = sample_weight.sum()
+            offset = (sample_weight @ y2) / total if total > 0 else np.zeros(y2.shape[1])
+        return TargetEncoder(offset=offset, n_targets=y2.shape[1])
+
+    def _make_encoder_dask(self, y, sample_weight):
+        import dask.array as da
+
+        self._y_ndim = y.ndim
+        y2 = y.reshape(y.shape[0], -1) if y.ndim == 1 else y
+        offset = None
+        if self.fit_intercept:
+            sw = da.ones(y.shape[0], chunks=y.chunks[0]) if sample_weight is None \
+                else sample_weight
+            num, den = da.compute((sw[:, None] * y2).sum(axis=0), sw.sum())
+            offset = num / den if den > 0 else np.zeros_like(num)
+        return TargetEncoder(offset=offset, n_targets=y2.shape[1])
+
+    def _set_fitted(self, result, encoder, problem):
+        d = problem.n_features
+        w = result.w
+        coef = np.ascontiguousarray(w[:d].T)
+        intercept = problem.intercept_scaling * w[d]
+        if encoder.offset is not None:
+            intercept = intercept + encoder.offset
+        if self._y_ndim == 1:
+            coef, intercept = coef[0], float(intercept[0])
+        self.coef_ = coef
+        self.intercept_ = intercept
+        self.n_iter_ = np.array([result.n_iter])
+        self.history_ = result.history
+        self.duality_gap_ = result.objective.relative_gap
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+            Training data.
+        y : array-like or dask array of shape (n,) or (n, n_targets)
+            Targets.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights of the samples.
+
+        Returns
+        -------
+        self : Ridge
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
+
+    def predict(self, X):
+        """Predict targets.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n,) or (n, n_targets)
+            Predicted targets.
+        """
+        return self._decision(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+

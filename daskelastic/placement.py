@@ -1,0 +1,151 @@
+"""Chunks: building them from the input and deciding which worker holds which.
+
+A chunk is a block of consecutive rows ``(X, Y, sample_weight)`` with a stable
+integer id.  Chunks are the unit of placement: one task per worker per round
+processes every chunk the worker holds, and moving a chunk (with its dual
+state) is how load is balanced and workers join or leave.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["Chunk", "split_rows", "assign_chunks", "DEFAULT_CHUNKS_PER_WORKER"]
+
+#: Chunks per worker when no chunk size is given: enough to move some later.
+DEFAULT_CHUNKS_PER_WORKER = 4
+
+
+@dataclass
+class Chunk:
+    """A block of training rows.
+
+    Attributes
+    ----------
+    chunk_id : int
+        Stable id; rows ``start:stop`` of the training input.
+    X : ndarray (C-contiguous) or scipy.sparse.csr_matrix
+    Y : ndarray of shape (n_rows, m)
+        Encoded targets.
+    sample_weight : ndarray of shape (n_rows,)
+    start : int
+        First row of the chunk in the training input.
+    """
+
+    chunk_id: int
+    X: object
+    Y: np.ndarray
+    sample_weight: np.ndarray
+    start: int = 0
+
+    @property
+    def n_rows(self):
+        """Rows in the chunk."""
+        return self.X.shape[0]
+
+    @property
+    def nbytes(self):
+        """Bytes of ``X`` (data, and indices for CSR)."""
+        X = self.X
+        if sp.issparse(X):
+            return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+        return X.nbytes
+
+
+def split_rows(n_rows, n_chunks=None, chunk_rows=None):
+    """Return the ``(start, stop)`` row bounds of near-equal chunks.
+
+    Parameters
+    ----------
+    n_rows : int
+    n_chunks : int, optional
+        Number of chunks (ignored when ``chunk_rows`` is given).
+    chunk_rows : int, optional
+        Rows per chunk (the last may be shorter).
+
+    Examples
+    --------
+    >>> from daskelastic.placement import split_rows
+    >>> split_rows(10, n_chunks=3)
+    [(0, 4), (4, 7), (7, 10)]
+    """
+    if chunk_rows is not None:
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+        starts = range(0, n_rows, int(chunk_rows))
+        return [(s, min(s + int(chunk_rows), n_rows)) for s in starts]
+    n_chunks = max(1, min(int(n_chunks or 1), n_rows))
+    # larger chunks first, like numpy.array_split
+    sizes = np.full(n_chunks, n_rows // n_chunks)
+    sizes[: n_rows % n_chunks] += 1
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def make_chunks(X, Y, sample_weight, bounds):
+    """Cut in-memory arrays into :class:`Chunk` objects along ``bounds``."""
+    chunks = []
+    for cid, (a, b) in enumerate(bounds):
+        Xc = X[a:b]
+        Xc = Xc.tocsr() if sp.issparse(Xc) else np.ascontiguousarray(Xc)
+        if sp.issparse(Xc):
+            Xc.sort_indices()
+        chunks.append(Chunk(cid, Xc, np.ascontiguousarray(Y[a:b]),
+                            np.ascontiguousarray(sample_weight[a:b]), a))
+    return chunks
+
+
+def assign_chunks(chunk_sizes, workers, speeds=None, preferred=None):
+    """Assign chunks to workers, balancing rows (weighted by speed).
+
+    Chunks are taken largest first and each goes to the worker whose load
+    relative to its speed is smallest, so a worker twice as fast gets about
+    twice the rows.  A chunk stays on a worker of ``preferred[chunk_id]``
+    (where its data already is) while that worker is within 10% of its fair
+    share.
+
+    Parameters
+    ----------
+    chunk_sizes : dict
+        ``chunk_id → rows``.
+    workers : sequence
+        Worker ids.
+    speeds : dict, optional
+        ``worker → relative throughput``; equal when omitted.
+    preferred : dict, optional
+        ``chunk_id → list of workers`` that already hold the chunk's data.
+
+    Returns
+    -------
+    dict
+        ``worker → sorted list of chunk ids``.
+
+    Examples
+    --------
+    >>> from daskelastic.placement import assign_chunks
+    >>> assign_chunks({0: 10, 1: 10, 2: 10, 3: 10}, ["a", "b"])
+    {'a': [0, 2], 'b': [1, 3]}
+    """
+    workers = list(workers)
+    if not workers:
+        raise ValueError("no workers to place chunks on")
+    speeds = {w: 1.0 for w in workers} if speeds is None else speeds
+    load = {w: 0.0 for w in workers}
+    plan = {w: [] for w in workers}
+    total_speed = sum(speeds[w] for w in workers)
+    fair = {w: 1.1 * sum(chunk_sizes.values()) * speeds[w] / total_speed
+            for w in workers}
+    for cid in sorted(chunk_sizes, key=lambda c: (-chunk_sizes[c], c)):
+        here = [w for w in (preferred or {}).get(cid, ()) if w in load
+                and load[w] + chunk_sizes[cid] <= fair[w]]
+        if here:
+            target = min(here, key=lambda w: load[w] / speeds[w])
+            plan[target].append(cid)
+            load[target] += chunk_sizes[cid]
+            continue
+        target = min(workers, key=lambda w: ((load[w] + chunk_sizes[cid]) / speeds[w],
+                                             workers.index(w)))
+        plan[target].append(cid)
+        load[target] += chunk_sizes[cid]
+    return {w: sorted(c) for w, c in plan.items()}

@@ -1,0 +1,57 @@
+"""Shared fixtures: a real LocalCluster per session, small real tables."""
+
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A real LocalCluster of two single-threaded worker processes."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0", silence_logs=logging.ERROR) as c:
+        yield c
+
+
+@pytest.fixture
+def client(cluster):
+    """A client of :func:`cluster`, the current client while the test runs."""
+    from distributed import Client
+
+    with Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def flights_small():
+    """8,000 rows of the real NYC flights table, one-hot CSR (7 nnz per row)."""
+    from daskelastic.datasets import load_flights
+
+    X, y, _ = load_flights(n_rows=8000)
+    keep = np.asarray(X.sum(axis=0)).ravel() > 0
+    return X[:, keep].tocsr(), y
+
+
+@pytest.fixture(scope="session")
+def fertility_small():
+    """6,000 rows of the real AER Fertility table, dense (7 columns)."""
+    from daskelastic.datasets import load_fertility
+
+    X, y, _ = load_fertility()
+    return np.ascontiguousarray(X[:6000]), y[:6000]
+
+
+@pytest.fixture(scope="session")
+def diamonds_small():
+    """3,000 real diamonds: standardised and one-hot columns, log price."""
+    from daskelastic.datasets import load_diamonds
+
+    X, y, _ = load_diamonds()
+    return np.ascontiguousarray(X[:3000]), y[:3000]

@@ -1,0 +1,181 @@
+"""Distributed fits on a real LocalCluster: inputs, invariants, clean failure."""
+
+import time
+import warnings
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+import daskelastic as de
+from daskelastic.backends.dask import DaskBackend
+from daskelastic.driver import Problem, run_cocoa
+from daskelastic.losses import loss_code
+from daskelastic.objective import lambda_from_C
+from daskelastic.placement import make_chunks, split_rows
+
+
+def _fit_state(client):
+    """What every worker holds for daskelastic fits."""
+    return client.run(lambda dask_worker: sorted(getattr(dask_worker, "_daskelastic_fits",
+                                                         {})))
+
+
+@pytest.fixture(scope="module")
+def table(flights_small):
+    """3,000 real flights, one-hot, the columns seen at least 20 times (83)."""
+    X, y = flights_small
+    X = X[:3000]
+    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
+    return X[:, keep].tocsr(), y[:3000]
+
+
+@pytest.fixture(scope="module")
+def reference(table):
+    X, y = table
+    return de.LogisticRegression(C=0.5, tol=1e-10, backend="inprocess").fit(X, y)
+
+
+def _inputs(X, y):
+    dense = X.toarray()
+    frame = pd.DataFrame(dense, columns=[f"f{j}" for j in range(dense.shape[1])])
+    return {
+        "numpy": (dense, y),
+        "scipy.sparse": (X, y),
+        "dask array": (da.from_array(dense, chunks=(500, -1)), da.from_array(y, chunks=500)),
+        "dask sparse array": (da.from_array(X, chunks=(500, -1), asarray=False),
+                              da.from_array(y, chunks=500)),
+        "dask dataframe": (dd.from_pandas(frame, npartitions=5),
+                           dd.from_pandas(pd.Series(y), npartitions=5)),
+    }
+
+
+@pytest.mark.parametrize("kind", ["numpy", "scipy.sparse", "dask array", "dask sparse array",
+                                  "dask dataframe"])
+def test_distributed_fit_reaches_the_same_optimum(kind, table, reference, client):
+    X, y = table
+    Xin, yin = _inputs(X, y)[kind]
+    clf = de.LogisticRegression(C=0.5, tol=1e-3, max_iter=2000, backend="dask").fit(Xin, yin)
+    assert clf.history_[-1]["n_workers"] == 2
+    assert clf.duality_gap_ <= 1e-3
+    p_star = reference.history_[-1]["primal"]
+    assert p_star <= clf.history_[-1]["primal"] <= p_star * (1 + 1e-3)
+    assert np.mean(clf.predict(X) == reference.predict(X)) > 0.98
+    assert _fit_state(client) == {w: [] for w in client.scheduler_info()["workers"]}
+
+
+def test_predictions_on_dask_input_are_lazy_and_equal(table, reference, client):
+    X, y = table
+    Xd = da.from_array(X.toarray(), chunks=(1000, -1))
+    pred = reference.predict(Xd)
+    proba = reference.predict_proba(Xd)
+    assert isinstance(pred, da.Array) and isinstance(proba, da.Array)
+    np.testing.assert_array_equal(pred.compute(), reference.predict(X))
+    np.testing.assert_allclose(proba.compute(), reference.predict_proba(X))
+    frame = dd.from_pandas(pd.DataFrame(X.toarray()), npartitions=3)
+    np.testing.assert_allclose(reference.decision_function(frame).compute(),
+                               reference.decision_function(X))
+
+
+def _backend(client, X, y, C=0.5, chunks=6):
+    n, d = X.shape
+    problem = Problem(loss_code("hinge"), lambda_from_C(C, n), n, d, 1, 1.0)
+    backend = DaskBackend(client, problem)
+    Y = np.where(y == 1, 1.0, -1.0)[:, None]
+    backend.load_chunks(make_chunks(X, Y, np.ones(n), split_rows(n, n_chunks=chunks)))
+    return problem, backend
+
+
+def test_primal_dual_consistency_after_every_round(table, client):
+    """Invariant 1: w = Σ α_i x_i / (λn), gathered from the workers every round."""
+    X, y = table
+    problem, backend = _backend(client, X, y)
+    errors = []
+
+    def check(round_id, w, backend):
+        w_alpha = backend.alpha_sum() * problem.inv_lam_n
+        errors.append(np.abs(w_alpha - w).max() / max(1.0, np.abs(w).max()))
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run_cocoa(backend, problem, tol=1e-6, max_iter=15, round_hook=check)
+    finally:
+        backend.close()
+    assert len(errors) == 16
+    assert max(errors) < 1e-12
+
+
+def test_every_chunk_lives_on_exactly_one_worker(table, client):
+    """Invariant 2, and chunks are balanced over the workers."""
+    X, y = table
+    _, backend = _backend(client, X, y, chunks=8)
+    try:
+        held = backend.describe()
+        chunks = [c for info in held.values() for c in info["chunks"]]
+        assert sorted(chunks) == list(range(8))
+        assert sum(info["rows"] for info in held.values()) == X.shape[0]
+        assert set(held) == set(client.scheduler_info()["workers"])
+        assert {len(info["chunks"]) for info in held.values()} == {4}
+    finally:
+        backend.close()
+    assert all(not fits for fits in _fit_state(client).values())
+
+
+def test_a_synchronous_fit_is_reproducible(table, client):
+    """Invariant 4: same data, seed and policy give the same iterates."""
+    X, y = table
+    fits = [de.LogisticRegression(C=0.5, tol=1e-3, random_state=3, backend="dask").fit(X, y)
+            for _ in range(2)]
+    np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)
+    assert [h["primal"] for h in fits[0].history_] == [h["primal"] for h in fits[1].history_]
+
+
+def test_bad_dask_input_fails_cleanly_and_leaves_the_cluster_as_it_was(table, client):
+    X, y = table
+    dense = X.toarray()
+    dense[1234, 3] = np.nan
+    before = set(client.who_has())
+    with pytest.raises(ValueError, match="NaN"):
+        de.LogisticRegression(backend="dask").fit(da.from_array(dense, chunks=(500, -1)),
+                                                  da.from_array(y, chunks=500))
+    assert all(not fits for fits in _fit_state(client).values())
+    deadline = time.monotonic() + 5   # releases travel to the scheduler asynchronously
+    while set(client.who_has()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(client.who_has()) <= before
+    with pytest.raises(ValueError, match="only one class"):
+        de.LogisticRegression(backend="dask").fit(da.ones((100, 3), chunks=50),
+                                                  da.zeros(100, chunks=50))
+
+
+def test_dask_input_with_mismatched_lengths_is_rejected(client):
+    with pytest.raises(ValueError, match="rows"):
+        de.Ridge(backend="dask").fit(da.ones((100, 3), chunks=50), da.ones(90, chunks=45))
+
+
+def test_ridge_on_a_dask_dataframe_matches_in_process(diamonds_small, client):
+    X, y = diamonds_small
+    frame = dd.from_pandas(pd.DataFrame(X), npartitions=4)
+    target = dd.from_pandas(pd.Series(y), npartitions=4)
+    dist = de.Ridge(alpha=300.0, tol=1e-3, max_iter=3000).fit(frame, target)
+    local = de.Ridge(alpha=300.0, tol=1e-10, max_iter=3000, backend="inprocess").fit(X, y)
+    assert dist.history_[-1]["n_workers"] == 2
+    assert dist.duality_gap_ <= 1e-3
+    assert dist.score(X, y) == pytest.approx(local.score(X, y), rel=1e-2)
+
+
+def test_embedded_cluster_is_started_and_closed():
+    """With no client at all, backend="dask" starts a LocalCluster and closes it."""
+    from daskelastic.session import current_client
+
+    assert current_client() is None
+    rng = np.random.default_rng(0)
+    X = sp.random(3000, 50, density=0.1, format="csr", random_state=0)
+    y = rng.integers(0, 2, size=3000)
+    clf = de.LogisticRegression(backend="dask", n_workers=2, tol=1e-3).fit(X, y)
+    assert clf.history_[-1]["n_workers"] == 2
+    assert current_client() is None

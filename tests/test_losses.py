@@ -1,0 +1,114 @@
+"""The loss kernels against their NumPy twins, and the gap as a certificate."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
+
+from daskelastic.losses import LOSSES, coordinate_step, dual_value, gap_term, loss_code, primal_loss
+
+import reference as ref
+
+CLASSIFICATION = ["logistic", "hinge", "squared_hinge"]
+finite = st.floats(-5, 5, allow_nan=False)
+positive = st.floats(0.05, 5, allow_nan=False)
+
+
+def _feasible_alpha(loss, y, c, frac):
+    """A dual value inside the conjugate's domain."""
+    if loss == "squared":
+        return (2 * frac - 1) * 3 * c
+    if loss == "squared_hinge":
+        return y * frac * 4 * c
+    return y * frac * c
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@settings(max_examples=60, deadline=None)
+@given(z=finite, c=positive, frac=st.floats(0, 1), label=st.sampled_from([-1.0, 1.0]),
+       target=finite)
+def test_primal_and_dual_values_match_twins(loss, z, c, frac, label, target):
+    y = target if loss == "squared" else label
+    a = _feasible_alpha(loss, y, c, frac)
+    code = loss_code(loss)
+    assert primal_loss(code, y, z) == pytest.approx(ref.primal_loss(loss, y, z), rel=1e-12,
+                                                    abs=1e-12)
+    assert dual_value(code, y, a, c) == pytest.approx(ref.dual_value(loss, y, a, c),
+                                                      rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@settings(max_examples=60, deadline=None)
+@given(z=finite, c=positive, frac=st.floats(0, 1), q=st.floats(0.01, 50),
+       label=st.sampled_from([-1.0, 1.0]), target=finite)
+def test_coordinate_step_matches_twin(loss, z, c, frac, q, label, target):
+    y = target if loss == "squared" else label
+    a = _feasible_alpha(loss, y, c, frac)
+    got = coordinate_step(loss_code(loss), y, a, c, z, q)
+    want = ref.coordinate_step(loss, y, a, c, z, q)
+    assert got == pytest.approx(want, rel=1e-7, abs=1e-9)
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@settings(max_examples=40, deadline=None)
+@given(z=finite, c=positive, frac=st.floats(0, 1), q=st.floats(0.01, 50),
+       label=st.sampled_from([-1.0, 1.0]), target=finite)
+def test_coordinate_step_maximises_the_subproblem(loss, z, c, frac, q, label, target):
+    """No other dual value does better on the one-coordinate subproblem."""
+    y = target if loss == "squared" else label
+    a = _feasible_alpha(loss, y, c, frac)
+    code = loss_code(loss)
+
+    def objective(a_new):
+        return dual_value(code, y, a_new, c) - (a_new - a) * z - 0.5 * q * (a_new - a) ** 2
+
+    best = objective(coordinate_step(code, y, a, c, z, q))
+    scan = minimize_scalar(lambda t: -objective(t), bounds=(-12 * c - 12, 12 * c + 12),
+                           method="bounded", options={"xatol": 1e-10})
+    assert best >= -scan.fun - 1e-7 * (1 + abs(best))
+
+
+@pytest.mark.parametrize("loss", CLASSIFICATION)
+def test_zero_weight_sample_keeps_dual_at_zero(loss):
+    code = loss_code(loss)
+    assert coordinate_step(code, 1.0, 0.0, 0.0, -3.0, 2.0) == 0.0
+    assert gap_term(code, 1.0, 0.0, 0.0, -3.0) == 0.0
+
+
+def test_hinge_step_without_curvature_jumps_to_the_box_edge():
+    code = loss_code("hinge")
+    assert coordinate_step(code, 1.0, 0.0, 2.0, 0.5, 0.0) == 2.0   # margin < 1
+    assert coordinate_step(code, 1.0, 1.0, 2.0, 1.5, 0.0) == 0.0   # margin > 1
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@settings(max_examples=60, deadline=None)
+@given(z=finite, c=positive, frac=st.floats(0, 1), label=st.sampled_from([-1.0, 1.0]),
+       target=finite)
+def test_gap_term_is_nonnegative(loss, z, c, frac, label, target):
+    """Fenchel–Young: c·ℓ(z) + (c·ℓ)*(−a) + a·z ≥ 0 for every feasible a."""
+    y = target if loss == "squared" else label
+    a = _feasible_alpha(loss, y, c, frac)
+    assert gap_term(loss_code(loss), y, a, c, z) >= -1e-12 * (1 + abs(z) * c)
+
+
+def test_infeasible_dual_value_is_minus_infinity():
+    assert dual_value(loss_code("hinge"), 1.0, 2.0, 1.0) == -math.inf
+    assert dual_value(loss_code("logistic"), -1.0, 0.5, 1.0) == -math.inf
+    assert dual_value(loss_code("squared_hinge"), 1.0, -0.1, 1.0) == -math.inf
+
+
+def test_unknown_loss_is_rejected():
+    with pytest.raises(ValueError, match="unknown loss"):
+        loss_code("huber")
+
+
+def test_logistic_step_is_accurate_near_the_boundary():
+    """Very confident samples push β towards 0 without losing precision."""
+    code = loss_code("logistic")
+    a = coordinate_step(code, 1.0, 0.0, 1.0, 30.0, 1e-3)
+    assert 0.0 < a < 1e-12
+    assert np.isfinite(dual_value(code, 1.0, a, 1.0))

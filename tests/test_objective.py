@@ -1,0 +1,62 @@
+"""The normalised objective and its relation to scikit-learn's C and alpha."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from sklearn.exceptions import ConvergenceWarning
+
+from daskelastic.backends import InProcessBackend
+from daskelastic.driver import Problem, run_cocoa
+from daskelastic.losses import LOSSES, loss_code
+from daskelastic.objective import lambda_from_C, primal_objective, relative_gap
+from daskelastic.placement import make_chunks, split_rows
+
+
+def test_lambda_is_one_over_C_n():
+    assert lambda_from_C(2.0, 50) == pytest.approx(0.01)
+    with pytest.raises(ValueError):
+        lambda_from_C(0.0, 10)
+
+
+def test_relative_gap_is_gap_over_primal():
+    assert relative_gap(2.0, 1.5) == pytest.approx(0.25)
+
+
+def _solve(loss, X, Y, sw, C, max_iter, icpt=0.0):
+    n, d = X.shape
+    problem = Problem(loss_code(loss), lambda_from_C(C, n), n, d, Y.shape[1], icpt)
+    backend = InProcessBackend(problem, make_chunks(X, Y, sw, split_rows(n, n_chunks=2)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = run_cocoa(backend, problem, tol=0.0 if max_iter < 3 else 1e-12,
+                           max_iter=max_iter)
+    return problem, result
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_duality_gap_bounds_the_suboptimality(loss, data):
+    """For random small problems, after 1-2 rounds: 0 ≤ P(w) − P(w*) ≤ gap."""
+    n = data.draw(st.integers(3, 12))
+    d = data.draw(st.integers(1, 4))
+    X = data.draw(arrays(np.float64, (n, d), elements=st.floats(-3, 3)))
+    if loss == "squared":
+        y = data.draw(arrays(np.float64, n, elements=st.floats(-3, 3)))
+    else:
+        y = np.where(data.draw(arrays(np.bool_, n)), 1.0, -1.0)
+    sw = data.draw(arrays(np.float64, n, elements=st.floats(0.1, 3)))
+    C = data.draw(st.floats(0.1, 10))
+    Y = y[:, None]
+    problem, early = _solve(loss, X, Y, sw, C, max_iter=data.draw(st.integers(1, 2)))
+    _, best = _solve(loss, X, Y, sw, C, max_iter=2000)
+    lam = problem.lam
+    p_early = primal_objective(loss, X, Y, sw, early.w, lam)
+    p_star = primal_objective(loss, X, Y, sw, best.w, lam) - best.objective.gap
+    assert early.objective.gap >= 0
+    assert p_early - p_star <= early.objective.gap * (1 + 1e-9) + 1e-12
+    assert early.objective.primal == pytest.approx(p_early, rel=1e-9, abs=1e-12)

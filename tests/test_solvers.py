@@ -1,0 +1,160 @@
+"""The SDCA local solver: kernels against the NumPy twin, stop flag, commit protocol."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskelastic.losses import LOSSES, loss_code
+from daskelastic.solvers import STOP_CHECK_EVERY, ChunkSolver, _visit_order, sdca_chunk
+
+import reference as ref
+
+
+def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.5)
+    if loss == "squared":
+        Y = rng.normal(size=(n, m))
+    else:
+        Y = np.where(rng.random((n, m)) < 0.5, 1.0, -1.0)
+    sw = rng.uniform(0.5, 2.0, size=n)
+    X = X.astype(dtype)
+    return (sp.csr_matrix(X) if sparse else np.ascontiguousarray(X)), Y, sw
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m", [1, 3])
+def test_kernel_matches_numpy_twin(loss, sparse, dtype, m):
+    X, Y, sw = _problem(loss, m=m, dtype=dtype, sparse=sparse)
+    n, d = X.shape
+    rng = np.random.default_rng(1)
+    alpha, _, _ = ref.sdca_steps(loss, X, Y, sw, np.zeros((n, m)), np.zeros((d + 1, m)),
+                                 lam_n=3.0, sigma=1.0, icpt=1.0, order=rng.permutation(n))
+    w = (np.hstack([X.toarray() if sparse else X, np.ones((n, 1))]).T @ alpha) / 3.0
+    order = np.concatenate([rng.permutation(n), rng.permutation(n)[: n // 2]])
+    want_da, want_dw, want_sums = ref.sdca_steps(loss, X, Y, sw, alpha, w, lam_n=3.0,
+                                                 sigma=2.0, icpt=1.0, order=order)
+    dalpha, dw, sums = np.zeros_like(alpha), np.zeros_like(w), np.zeros(3)
+    done = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=loss_code(loss),
+                      inv_lam_n=1 / 3.0, sigma=2.0, intercept_scaling=1.0,
+                      order=order.astype(np.int64), stop=np.zeros(1, np.int64), sums=sums)
+    tol = 1e-5 if dtype == np.float32 else 1e-9
+    assert done == order.shape[0]
+    np.testing.assert_allclose(dalpha, want_da, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dw, want_dw, rtol=tol, atol=tol)
+    np.testing.assert_allclose(sums, want_sums, rtol=tol, atol=tol)
+
+
+def test_visit_order_passes_are_permutations_of_buckets():
+    rng = np.random.default_rng(0)
+    order = _visit_order(rng, 1000, 2500, bucket=64)
+    assert order.shape == (2500,)
+    assert sorted(order[:1000]) == list(range(1000))
+    assert sorted(order[1000:2000]) == list(range(1000))
+    # inside a bucket the rows go in sequence
+    starts = np.flatnonzero(order[:1000] % 64 == 0)
+    assert all(order[s + 1] == order[s] + 1 for s in starts if order[s] + 1 < 1000)
+
+
+def test_preset_stop_flag_stops_before_the_first_step():
+    X, Y, sw = _problem("hinge")
+    n, d = X.shape
+    stop = np.ones(1, np.int64)
+    dalpha, dw = np.zeros((n, 1)), np.zeros((d + 1, 1))
+    done = sdca_chunk(X, Y, sw, np.zeros((n, 1)), dalpha, np.zeros((d + 1, 1)), dw,
+                      loss=loss_code("hinge"), inv_lam_n=1.0, sigma=1.0,
+                      intercept_scaling=1.0, order=np.arange(n, dtype=np.int64), stop=stop,
+                      sums=np.zeros(3))
+    assert done == 0 and not dalpha.any() and not dw.any()
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_stop_flag_from_another_thread_keeps_consistent_partial_work(sparse):
+    """A solver stopped mid-round returns at a flag check with Δw = Σ Δα x / (λn)."""
+    X, Y, sw = _problem("logistic", n=20_000, d=20, sparse=sparse)
+    solver = ChunkSolver(loss_code("logistic"), 1, intercept_scaling=1.0)
+    solver.add_chunk(0, X, Y, sw)
+    w = np.zeros((21, 1))
+    solver.solve(w, round_id=0, inv_lam_n=0.5, sigma=1.0, steps=10)  # compile, pack
+    solver.discard(0)
+    budget = 200 * X.shape[0]  # far more than can run before the flag is set
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(r=solver.solve(
+        w, round_id=1, inv_lam_n=0.5, sigma=1.0, steps=budget)))
+    thread.start()
+    time.sleep(0.3)
+    t_set = time.perf_counter()
+    solver.stop[0] = 1
+    thread.join(timeout=5)
+    latency = time.perf_counter() - t_set
+    result = box["r"]
+    assert result.stopped and 0 < result.steps < budget
+    assert result.steps % STOP_CHECK_EVERY == 0   # stopped exactly at a flag check
+    assert latency < 0.5
+    dalpha = solver.pending[1]
+    Xp = solver._packed[0]
+    Xa = np.hstack([Xp.toarray() if sparse else Xp, np.ones((Xp.shape[0], 1))])
+    np.testing.assert_allclose(result.dw, Xa.T @ dalpha * 0.5, atol=1e-12)
+
+
+def test_commit_adds_and_discard_forgets_the_pending_round():
+    X, Y, sw = _problem("squared")
+    solver = ChunkSolver(loss_code("squared"), 1, 1.0)
+    solver.add_chunk(7, X, Y, sw)
+    w = np.zeros((X.shape[1] + 1, 1))
+    r0 = solver.solve(w, round_id=0, inv_lam_n=1.0, sigma=1.0)
+    solver.discard(0)
+    assert not solver.alpha_by_chunk()[7].any()
+    r0b = solver.solve(w, round_id=1, inv_lam_n=1.0, sigma=1.0, seed=0)
+    solver.commit(1, gamma=0.5)
+    w1 = 0.5 * r0b.dw
+    np.testing.assert_allclose(solver.weighted_alpha_sum(X.shape[1]), w1, atol=1e-12)
+    assert r0.steps == X.shape[0]
+    with pytest.raises(RuntimeError, match="no pending round"):
+        solver.commit(1)
+
+
+def test_chunks_keep_their_dual_state_through_repacking():
+    X, Y, sw = _problem("hinge", n=30)
+    solver = ChunkSolver(loss_code("hinge"), 1, 1.0)
+    solver.add_chunk(0, X[:10], Y[:10], sw[:10])
+    solver.add_chunk(1, X[10:], Y[10:], sw[10:])
+    r = solver.solve(np.zeros((7, 1)), round_id=0, inv_lam_n=1.0, sigma=1.0)
+    solver.commit(0)
+    before = solver.alpha_by_chunk()
+    Xc, Yc, swc, ac = solver.remove_chunk(0)
+    np.testing.assert_array_equal(ac, before[0])
+    np.testing.assert_array_equal(Xc, X[:10])
+    np.testing.assert_array_equal(Yc, Y[:10])
+    np.testing.assert_array_equal(solver.alpha_by_chunk()[1], before[1])
+    solver.add_chunk(0, Xc, Yc, swc, alpha=ac)
+    np.testing.assert_allclose(solver.weighted_alpha_sum(6), r.dw, atol=1e-12)
+    with pytest.raises(ValueError, match="already held"):
+        solver.add_chunk(1, Xc, Yc, swc)
+
+
+def test_chunk_membership_cannot_change_while_a_round_is_pending():
+    X, Y, sw = _problem("hinge")
+    solver = ChunkSolver(loss_code("hinge"), 1, 0.0)
+    solver.add_chunk(0, X, Y, sw)
+    solver.solve(np.zeros((7, 1)), round_id=0, inv_lam_n=1.0, sigma=1.0)
+    with pytest.raises(RuntimeError, match="pending"):
+        solver.remove_chunk(0)
+
+
+def test_gap_sums_cover_unvisited_rows():
+    """With a budget below one pass, the round still reports sums over all rows."""
+    X, Y, sw = _problem("logistic", n=50)
+    solver = ChunkSolver(loss_code("logistic"), 1, 1.0)
+    solver.add_chunk(0, X, Y, sw)
+    w = np.full((7, 1), 0.1)
+    partial = solver.solve(w, round_id=0, inv_lam_n=1.0, sigma=1.0, steps=17)
+    solver.discard(0)
+    assert partial.steps == 17
+    np.testing.assert_allclose([partial.loss_sum, partial.dual_sum, partial.alpha_z_sum],
+                               solver.gap_sums(w), rtol=1e-12)
