@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["lambda_from_C", "Objective", "objective_from_sums", "primal_objective",
+__all__ = ["lambda_from_C", "Objective", "objective_from_gap", "primal_objective",
            "relative_gap"]
 
 
@@ -85,31 +85,28 @@ def relative_gap(primal, dual):
     return gap / max(abs(primal), np.finfo(float).tiny)
 
 
-def objective_from_sums(loss_sum, dual_sum, alpha_z_sum, w, lam, n_samples):
-    """Assemble :class:`Objective` from per-sample sums and the weights.
+def objective_from_gap(loss_sum, gap, w, lam, n_samples):
+    """Assemble :class:`Objective` from the loss sum at ``w`` and the gap.
 
-    At ``w = w(α)``, ``λ‖w‖² = (1/n) Σ α_i x_i·w``, so the gap is the sum of
-    the per-sample Fenchel–Young terms ``c_i ℓ_i + (c_i ℓ_i)*(−α_i) + α_i z_i``,
-    each ≥ 0: computed that way it suffers no cancellation between a large
-    primal and dual.  A gap below zero by rounding is reported as zero.
+    The gap is computed by the caller as a sum of non-negative terms — the
+    per-sample Fenchel–Young terms ``c_i ℓ_i + (c_i ℓ_i)*(−α_i) + α_i z_i``
+    over ``n`` (and, for the accelerated driver, ``λ/2 ‖w − w(α)‖²``) — so it
+    suffers no cancellation between a large primal and dual.
 
     Parameters
     ----------
     loss_sum : float
         ``Σ c_i ℓ_i(x_i·w)`` over all samples.
-    dual_sum : float
-        ``Σ -(c_i ℓ_i)*(-α_i)`` over all samples.
-    alpha_z_sum : float
-        ``Σ α_i x_i·w`` over all samples.
+    gap : float
+        ``P(w) − D(α)``, ≥ 0.
     w : ndarray
-        The iterate, equal to ``w(α)``.
+        The iterate.
     lam : float
         ``λ``.
     n_samples : int
         ``n``.
     """
     primal = loss_sum / n_samples + 0.5 * lam * float(np.sum(np.square(w)))
-    gap = max((loss_sum - dual_sum + alpha_z_sum) / n_samples, 0.0)
     dual = primal - gap
     return Objective(primal, dual, gap, relative_gap(primal, dual))
 

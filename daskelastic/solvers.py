@@ -458,6 +458,14 @@ class ChunkSolver:
                        rows=np.arange(X.shape[0], dtype=np.int64), sums=sums)
         return tuple(float(v) for v in sums)
 
+    def row_sq_norm_sum(self):
+        """``Σ ‖x_i‖²`` over the rows held (without the intercept feature)."""
+        if self.n_rows == 0:
+            return 0.0
+        X = self._pack()[0]
+        data = X.data if sp.issparse(X) else X
+        return float(np.sum(np.square(data, dtype=np.float64)))
+
     def weighted_alpha_sum(self, d):
         """``Σ α_i x_i`` over the rows held, as a ``(d + 1) × m`` array."""
         out = np.zeros((d + 1, self.n_targets))

@@ -89,24 +89,34 @@ def _backend(client, X, y, C=0.5, chunks=6):
     return problem, backend
 
 
-def test_primal_dual_consistency_after_every_round(table, client):
-    """Invariant 1: w = Σ α_i x_i / (λn), gathered from the workers every round."""
+@pytest.mark.parametrize("acceleration", [None, "auto"])
+def test_primal_dual_consistency_after_every_round(table, client, acceleration):
+    """Invariant 1: w(α) = Σ α_i x_i / (λn), gathered from the workers every round.
+
+    With acceleration, α belongs to the proximal problem (λ' = λ + κ) and its
+    iterate is v; the returned w = v + κ y / λ' carries a gap certificate.
+    """
     X, y = table
     problem, backend = _backend(client, X, y)
     errors = []
 
-    def check(round_id, w, backend):
-        w_alpha = backend.alpha_sum() * problem.inv_lam_n
-        errors.append(np.abs(w_alpha - w).max() / max(1.0, np.abs(w).max()))
+    def check(round_id, w, backend, v, inv_lam_n):
+        w_alpha = backend.alpha_sum() * inv_lam_n
+        errors.append(np.abs(w_alpha - v).max() / max(1.0, np.abs(v).max()))
+        if acceleration is None:
+            assert inv_lam_n == pytest.approx(problem.inv_lam_n) and v is not None
+            np.testing.assert_array_equal(v, w)
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run_cocoa(backend, problem, tol=1e-6, max_iter=15, round_hook=check)
+            result = run_cocoa(backend, problem, tol=1e-6, max_iter=15, round_hook=check,
+                               acceleration=acceleration)
     finally:
         backend.close()
     assert len(errors) == 16
     assert max(errors) < 1e-12
+    assert result.history[-1]["outer"] > 0 or acceleration is None
 
 
 def test_every_chunk_lives_on_exactly_one_worker(table, client):

@@ -98,6 +98,11 @@ def _as_chunk_matrix(X):
     return X
 
 
+def row_sq_norm_sum(fit_id):
+    """``Σ ‖x_i‖²`` over this worker's rows."""
+    return _solver(fit_id).row_sq_norm_sum()
+
+
 def run_round(fit_id, round_id, w, settlement, inv_lam_n, sigma, steps, seed):
     """Settle the previous round, then run this round's local solver."""
     solver = _solver(fit_id)
@@ -230,12 +235,12 @@ class DaskBackend(Backend):
     def workers(self):
         return list(self.placement)
 
-    def run_round(self, round_id, w, settlements, *, sigma, steps, seed):
+    def run_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed):
         futures = {}
         for addr in self.placement:
             futures[addr] = self.client.submit(
                 run_round, self.fit_id, round_id, w, settlements.get(addr),
-                self.problem.inv_lam_n, sigma, steps, seed,
+                inv_lam_n, sigma, steps, seed,
                 workers=[addr], allow_other_workers=False, pure=False,
                 key=f"daskelastic-round-{round_id}-{self.fit_id}-{addr}")
         values = self.client.gather(list(futures.values()))
@@ -252,6 +257,9 @@ class DaskBackend(Backend):
 
     def settle(self, settlements):
         self._on_each(settle, per_worker=settlements)
+
+    def row_sq_norm_sum(self):
+        return sum(self._on_each(row_sq_norm_sum).values())
 
     def alpha_sum(self):
         parts = self._on_each(alpha_sum, self.problem.n_features)

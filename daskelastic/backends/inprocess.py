@@ -49,15 +49,17 @@ class InProcessBackend(Backend):
         else:
             self.solvers[name].commit(round_id, gamma)
 
-    def run_round(self, round_id, w, settlements, *, sigma, steps, seed):
+    def run_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed):
         results = {}
         for name, solver in self.solvers.items():
             if name in settlements:
                 self._apply(name, settlements[name])
-            results[name] = solver.solve(w, round_id=round_id,
-                                         inv_lam_n=self.problem.inv_lam_n,
+            results[name] = solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n,
                                          sigma=sigma, steps=steps, seed=seed)
         return results
+
+    def row_sq_norm_sum(self):
+        return sum(s.row_sq_norm_sum() for s in self.solvers.values())
 
     def settle(self, settlements):
         for name, s in settlements.items():
