@@ -120,10 +120,15 @@ class FitResult:
     history: list = field(default_factory=list)
 
 
-#: Default proximal weight of the acceleration, relative to the mean ‖x_i‖².
-ACCELERATION_KAPPA = 0.005
+#: Initial proximal weight of the acceleration: ``κ = c·sqrt(λ · mean ‖x_i‖²)``
+#: (fitted on real one-hot tables of 4,000 to 327,346 rows, where the best κ
+#: grew like the square root of λ).
+ACCELERATION_KAPPA = 0.25
 #: An outer (Catalyst) step is taken once the inner gap fell by this factor.
 _INNER_REDUCTION = 0.3
+#: With ``acceleration="auto"``, κ doubles when a proximal problem took at least
+#: this many rounds, and halves when it took one.
+_SLOW_INNER_ROUNDS = 10
 
 
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
@@ -162,9 +167,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     random_state : int
         Seed of the visiting orders.
     acceleration : "auto", None or float
-        ``"auto"``: Catalyst with ``κ = 0.005 · mean ‖x_i‖²`` when more than
-        one worker holds data, none on one worker (where SDCA alone is fast);
-        a float sets ``κ / mean ‖x_i‖²``; None or 0 turns it off.
+        ``"auto"``: Catalyst when more than one worker holds data (none on
+        one worker, where SDCA alone is fast), starting from
+        ``κ = 0.25 · sqrt(λ · mean ‖x_i‖²)`` and adapting it: doubled when a
+        proximal problem needs ten rounds or more, halved when it needs one.
+        A float fixes ``κ = value · sqrt(λ · mean ‖x_i‖²)``; None or 0 turns
+        acceleration off.
     callback : callable, optional
         Called with each history entry; returning ``True`` stops the fit.
     round_hook : callable, optional
@@ -178,19 +186,19 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         The history entries hold ``round``, ``time``, ``duality_gap``
         (relative), ``gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
         ``n_dropped``, ``n_preempted``, ``steps``, ``outer`` (momentum steps
-        so far) and ``worker_seconds`` (``{worker: seconds}``).
+        so far), ``kappa`` and ``worker_seconds`` (``{worker: seconds}``).
     """
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
     t0 = time.perf_counter()
     lam, n = problem.lam, problem.n_samples
     kappa = _kappa(acceleration, backend, problem)
+    adaptive = acceleration == "auto"
     lam_in = lam + kappa
     inv_lam_n = 1.0 / (lam_in * n)
-    momentum = (1 - np.sqrt(lam / lam_in)) / (1 + np.sqrt(lam / lam_in))
     v = problem.zeros()        # = Σ α_i x_i / (λ' n), the proximal problem's iterate
     shift = problem.zeros()    # = κ y / λ'; the iterate is w = v + shift
-    w_outer_prev, p_outer_prev, inner_start = None, np.inf, None
+    w_outer_prev, p_outer_prev, inner_start, inner_rounds = None, np.inf, None, 0
     history = []
     settlements = {}
     converged = stop_requested = False
@@ -226,6 +234,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "n_preempted": sum(bool(r.stopped) for r in results.values()),
             "steps": sum(r.steps for r in results.values()),
             "outer": n_outer,
+            "kappa": kappa,
             "worker_seconds": {str(k): r.seconds for k, r in results.items()},
         }
         history.append(entry)
@@ -242,15 +251,24 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         if kappa:
             inner_gap = max(fenchel_young / n, 0.0)
             inner_start = inner_gap if inner_start is None else inner_start
+            inner_rounds += 1
             if inner_gap <= _INNER_REDUCTION * inner_start:
                 # the proximal problem is solved well enough: move its centre
-                # (α, hence v, stays: the proposals just committed warm-start
-                # the next problem)
-                beta = momentum if objective.primal <= p_outer_prev else 0.0
+                # (α stays: the proposals just committed warm-start the next one)
+                q = np.sqrt(lam / lam_in)
+                beta = (1 - q) / (1 + q) if objective.primal <= p_outer_prev else 0.0
                 y = w if w_outer_prev is None else w + beta * (w - w_outer_prev)
                 w_outer_prev, p_outer_prev = w, objective.primal
+                if adaptive and inner_rounds >= _SLOW_INNER_ROUNDS:
+                    kappa *= 2.0
+                elif adaptive and inner_rounds <= 1:
+                    kappa *= 0.5
+                # v = Σ α_i x_i / (λ' n) follows λ' = λ + κ; α does not change
+                v = v * (lam_in / (lam + kappa))
+                lam_in = lam + kappa
+                inv_lam_n = 1.0 / (lam_in * n)
                 shift = (kappa / lam_in) * y
-                inner_start = None
+                inner_start, inner_rounds = None, 0
                 n_outer += 1
     if not converged and not stop_requested:
         warnings.warn(
@@ -274,4 +292,4 @@ def _kappa(acceleration, backend, problem):
         if factor < 0:
             raise ValueError(f"acceleration must be 'auto', None or >= 0, got {factor}")
     mean_sq = backend.row_sq_norm_sum() / problem.n_samples + problem.intercept_scaling ** 2
-    return factor * mean_sq
+    return factor * float(np.sqrt(problem.lam * mean_sq))

@@ -363,10 +363,11 @@ _COMMON_TAIL = """
         CoCoA+ aggregation parameter: ``w ← w + γ ΣΔw`` and ``σ′ = γ K``.
     acceleration : "auto", "none", None or float, default="auto"
         Catalyst acceleration of the rounds: proximal problems with weight
-        ``κ = 0.005 · mean ‖x_i‖²`` whose centres move with momentum.  On more
-        than one worker it cuts the rounds several-fold on tables with many more
-        rows than features; ``"auto"`` turns it on for two or more workers.  A
-        float sets ``κ / mean ‖x_i‖²``; ``"none"`` or None turns it off.
+        ``κ`` whose centres move with momentum.  On more than one worker it
+        cuts the rounds several-fold on tables with many more rows than
+        features; ``"auto"`` turns it on for two or more workers and adapts
+        ``κ`` from ``0.25 · sqrt(λ · mean ‖x_i‖²)``.  A float fixes the factor;
+        ``"none"`` or None turns it off.
 """
 
 _ATTRS_DOC = """
