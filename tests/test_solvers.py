@@ -1,5 +1,6 @@
 """The SDCA local solver: kernels against the NumPy twin, stop flag, commit protocol."""
 
+import os
 import threading
 import time
 
@@ -73,6 +74,8 @@ def test_preset_stop_flag_stops_before_the_first_step():
     assert done == 0 and not dalpha.any() and not dw.any()
 
 
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1",
+                    reason="a timing test: needs the compiled kernel to be running")
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 def test_stop_flag_from_another_thread_keeps_consistent_partial_work(sparse):
     """A solver stopped mid-round returns at a flag check with Δw = Σ Δα x / (λn)."""
