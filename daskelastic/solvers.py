@@ -42,6 +42,7 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
     zw = np.zeros(m)
     zd = np.zeros(m)
     coef = np.zeros(m)
+    loss_acc = dual_acc = az_acc = 0.0  # in registers, not in ``sums``
     done = 0
     for s in range(n_steps):
         if s % check_every == 0 and stop[0] != 0:
@@ -65,9 +66,9 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
             y = Y[i, k]
             if s < n:
                 a0 = alpha[i, k]
-                sums[0] += c * primal_loss(loss, y, zw[k])
-                sums[1] += dual_value(loss, y, a0, c)
-                sums[2] += a0 * zw[k]
+                loss_acc += c * primal_loss(loss, y, zw[k])
+                dual_acc += dual_value(loss, y, a0, c)
+                az_acc += a0 * zw[k]
             a = alpha[i, k] + dalpha[i, k]
             a_new = coordinate_step(loss, y, a, c, zw[k] + sigma * zd[k], q)
             delta = a_new - a
@@ -85,6 +86,9 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
                 for k in range(m):
                     dw[d, k] += coef[k] * icpt
         done += 1
+    sums[0] += loss_acc
+    sums[1] += dual_acc
+    sums[2] += az_acc
     return done
 
 
@@ -97,6 +101,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
     zw = np.zeros(m)
     zd = np.zeros(m)
     coef = np.zeros(m)
+    loss_acc = dual_acc = az_acc = 0.0  # in registers, not in ``sums``
     done = 0
     for s in range(n_steps):
         if s % check_every == 0 and stop[0] != 0:
@@ -120,9 +125,9 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
             y = Y[i, k]
             if s < n:
                 a0 = alpha[i, k]
-                sums[0] += c * primal_loss(loss, y, zw[k])
-                sums[1] += dual_value(loss, y, a0, c)
-                sums[2] += a0 * zw[k]
+                loss_acc += c * primal_loss(loss, y, zw[k])
+                dual_acc += dual_value(loss, y, a0, c)
+                az_acc += a0 * zw[k]
             a = alpha[i, k] + dalpha[i, k]
             a_new = coordinate_step(loss, y, a, c, zw[k] + sigma * zd[k], q)
             delta = a_new - a
@@ -140,6 +145,9 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
                 for k in range(m):
                     dw[d, k] += coef[k] * icpt
         done += 1
+    sums[0] += loss_acc
+    sums[1] += dual_acc
+    sums[2] += az_acc
     return done
 
 
