@@ -130,8 +130,8 @@ def _logistic_step(y, a, c, z, q):
     # In u = logit(b), b = a'·y/c ∈ (0, 1), the optimality condition is
     #   g(u) = -u - y·z - q·c·(σ(u) - beta0) = 0,
     # with g strictly decreasing and g' ∈ [-1 - q·c/4, -1].  Its root lies in
-    # [-yz - qc(1 - beta0), -yz + qc·beta0]: Newton inside that bracket,
-    # bisection when a step would leave it.
+    # [-yz - qc(1 - beta0), -yz + qc·beta0]: safeguarded Newton inside that
+    # bracket (bisection when Newton would leave it or stops converging fast).
     beta0 = min(max(a * y / c, 0.0), 1.0)
     qc = q * c
     yz = y * z
@@ -142,6 +142,7 @@ def _logistic_step(y, a, c, z, q):
         u = min(max(u, lo), hi)
     else:
         u = -yz - qc * (0.5 - beta0)  # the root when σ(u) ≈ 1/2, inside the bracket
+    step_before = hi - lo
     for _ in range(_NEWTON_MAX_ITER):
         sig = 1.0 / (1.0 + math.exp(-u))
         g = -u - yz - qc * (sig - beta0)
@@ -149,13 +150,19 @@ def _logistic_step(y, a, c, z, q):
             lo = u
         else:
             hi = u
-        u_new = u + g / (1.0 + qc * sig * (1.0 - sig))
-        if not (lo <= u_new <= hi):
-            u_new = 0.5 * (lo + hi)
-        if abs(u_new - u) <= 1e-9 * (1.0 + abs(u)):
-            u = u_new
+        slope = 1.0 + qc * sig * (1.0 - sig)  # = -g'(u) > 0
+        newton = u + g / slope
+        # Newton inside the bracket while it at least halves the step;
+        # otherwise bisect (the sigmoid term can make Newton oscillate)
+        if lo < newton < hi and abs(2.0 * g) <= abs(step_before * slope):
+            step = newton - u
+            u = newton
+        else:
+            step = 0.5 * (hi - lo)
+            u = lo + step
+        step_before = step
+        if abs(step) <= 1e-9 * (1.0 + abs(u)):
             break
-        u = u_new
     return y * c / (1.0 + math.exp(-u))
 
 
