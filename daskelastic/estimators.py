@@ -138,7 +138,7 @@ class _CoCoABase(BaseEstimator):
                 if dask_input:
                     backend.load_dask(X, y, sample_weight, encoder)
                 else:
-                    k = len(backend._workers)
+                    k = len(backend.available_workers)
                     backend.load_chunks(make_chunks(X, Y, sw,
                                                     split_rows(n, n_chunks=k * cpw)))
             try:
@@ -381,7 +381,9 @@ _ATTRS_DOC = """
         One entry per round: ``round``, ``time`` (seconds since the fit
         began), ``duality_gap`` (relative, of the iterate the round started
         from), ``gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
-        ``n_dropped``, ``n_preempted``, ``steps`` and ``worker_seconds``.
+        ``n_dropped``, ``n_preempted``, ``steps``, ``outer`` and ``kappa``
+        (the acceleration's momentum steps and proximal weight) and
+        ``worker_seconds``.
     duality_gap_ : float
         Relative duality gap of the returned coefficients: a certificate that
         their objective is within this fraction of the optimum.

@@ -231,6 +231,11 @@ class DaskBackend(Backend):
             raise error.with_traceback(None) from None
         self.placement = {w: c for w, c in plan.items() if c}
 
+    @property
+    def available_workers(self):
+        """The workers chunks may be placed on."""
+        return list(self._workers)
+
     # -- rounds ----------------------------------------------------------------
     def workers(self):
         return list(self.placement)
