@@ -189,3 +189,26 @@ def test_embedded_cluster_is_started_and_closed():
     clf = de.LogisticRegression(backend="dask", n_workers=2, tol=1e-3).fit(X, y)
     assert clf.history_[-1]["n_workers"] == 2
     assert current_client() is None
+
+
+def test_actor_and_task_rounds_give_the_same_iterates(table, client):
+    """The round transport changes latency, not the computation."""
+    import dask
+
+    X, y = table
+    fits = {}
+    for transport in ("actor", "task"):
+        with dask.config.set({"daskelastic.round-transport": transport}):
+            fits[transport] = de.LinearSVC(C=0.5, tol=1e-3, random_state=1,
+                                           backend="dask").fit(X, y)
+    np.testing.assert_array_equal(fits["actor"].coef_, fits["task"].coef_)
+    assert len(fits["actor"].history_) == len(fits["task"].history_)
+    assert all(not fits for fits in _fit_state(client).values())
+
+
+def test_unknown_round_transport_is_rejected(client):
+    from daskelastic.backends.dask import DaskBackend
+
+    problem = Problem(loss_code("hinge"), 0.1, 10, 2, 1, 0.0)
+    with pytest.raises(ValueError, match="round transport"):
+        DaskBackend(client, problem, transport="carrier pigeon")
