@@ -11,10 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Chunk", "split_rows", "assign_chunks", "DEFAULT_CHUNKS_PER_WORKER"]
-
-#: Chunks per worker when no chunk size is given: enough to move some later.
-DEFAULT_CHUNKS_PER_WORKER = 4
+__all__ = ["Chunk", "split_rows", "make_chunks", "assign_chunks"]
 
 
 @dataclass
@@ -43,14 +40,6 @@ class Chunk:
     def n_rows(self):
         """Rows in the chunk."""
         return self.X.shape[0]
-
-    @property
-    def nbytes(self):
-        """Bytes of ``X`` (data, and indices for CSR)."""
-        X = self.X
-        if sp.issparse(X):
-            return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
-        return X.nbytes
 
 
 def split_rows(n_rows, n_chunks=None, chunk_rows=None):

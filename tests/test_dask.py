@@ -130,6 +130,9 @@ def test_every_chunk_lives_on_exactly_one_worker(table, client):
         assert sum(info["rows"] for info in held.values()) == X.shape[0]
         assert set(held) == set(client.scheduler_info()["workers"])
         assert {len(info["chunks"]) for info in held.values()} == {4}
+        alpha = backend.gather_alpha()
+        assert sorted(alpha) == list(range(8))
+        assert sum(a.shape[0] for a in alpha.values()) == X.shape[0]
     finally:
         backend.close()
     assert all(not fits for fits in _fit_state(client).values())
