@@ -125,7 +125,8 @@ class _CoCoABase(BaseEstimator):
                 from .backends.inprocess import InProcessBackend
 
                 k = self.n_workers or 1
-                chunks = make_chunks(X, Y, sw, split_rows(n, n_chunks=k * cpw))
+                chunks = make_chunks(X, Y, sw, split_rows(n, n_chunks=k * cpw),
+                                     shuffle=None if k == 1 else self._seed())
                 backend = InProcessBackend(problem, chunks, n_workers=k)
             else:
                 from .backends.dask import DaskBackend
@@ -140,7 +141,8 @@ class _CoCoABase(BaseEstimator):
                 else:
                     k = len(backend.available_workers)
                     backend.load_chunks(make_chunks(X, Y, sw,
-                                                    split_rows(n, n_chunks=k * cpw)))
+                                                    split_rows(n, n_chunks=k * cpw),
+                                                    shuffle=self._seed()))
             try:
                 result = run_cocoa(backend, problem, tol=self.tol,
                                    max_iter=self.max_iter, gamma=self.gamma,
