@@ -33,8 +33,11 @@ class Problem:
 
         t0 = time.perf_counter()
         X, y, _ = load_flights(n_rows=n_rows)
-        self.load_seconds = time.perf_counter() - t0
         X.sort_indices()
+        self._set(X, y, C, time.perf_counter() - t0)
+
+    def _set(self, X, y, C, load_seconds):
+        self.load_seconds = load_seconds
         self.X, self.y = X, y
         self.n, self.d = X.shape
         self.C = float(C)
@@ -47,14 +50,7 @@ class Problem:
     def from_arrays(cls, X, y, C=1.0):
         """A problem on given rows (e.g. a slice of a loaded table)."""
         self = cls.__new__(cls)
-        self.load_seconds = 0.0
-        self.X, self.y = X, y
-        self.n, self.d = X.shape
-        self.C = float(C)
-        self.lam = 1.0 / (self.C * self.n)
-        self.Y = (2.0 * y - 1.0)[:, None]
-        self.sw = np.ones(self.n)
-        self.key = f"flights_n{self.n}_C{self.C:g}"
+        self._set(X, y, C, 0.0)
         return self
 
     def head(self, n_rows, C=None):
@@ -318,6 +314,25 @@ def environment():
             "cpus": cpus, "loadavg": os.getloadavg(), "versions": vers,
             "daskelastic_code": code_fingerprint(),
             "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def write_results(name, results, csv_rows, log, plot, title):
+    """Write ``results/<name>.{json,csv,txt,png}``; a failing plot keeps the numbers."""
+    import csv
+
+    RESULTS.mkdir(exist_ok=True)
+    base = RESULTS / name
+    write_json(base.with_suffix(".json"), results)
+    with open(base.with_suffix(".csv"), "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=list(csv_rows[0]) if csv_rows else ["loss"])
+        wr.writeheader()
+        wr.writerows(csv_rows)
+    base.with_suffix(".txt").write_text("\n".join(log.lines) + "\n")
+    try:
+        plot(results, base.with_suffix(".png"), title)
+    except Exception as e:  # plotting must not lose the numbers
+        log(f"plot failed: {type(e).__name__}: {e}")
+    log(f"wrote {base}.{{json,csv,txt,png}}")
 
 
 def write_json(path, obj):

@@ -37,7 +37,6 @@ are wall-clock and sensitive to other load on the machine.
 """
 
 import argparse
-import csv
 import statistics
 import sys
 import time
@@ -306,20 +305,8 @@ def main(argv=None):
     log(f"\nloadavg at end: {tuple(round(x, 2) for x in results['env_end_loadavg'])} "
         f"(other processes on this {env['cpus']}-cpu machine perturb the timings)")
 
-    cm.RESULTS.mkdir(exist_ok=True)
-    base = cm.RESULTS / f"bench_local_solver{suffix}"
-    cm.write_json(base.with_suffix(".json"), results)
-    with open(base.with_suffix(".csv"), "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(csv_rows[0]) if csv_rows else ["loss"])
-        wr.writeheader()
-        wr.writerows(csv_rows)
-    base.with_suffix(".txt").write_text("\n".join(log.lines) + "\n")
-    try:
-        plot(results, base.with_suffix(".png"),
-             f"flights {prob.n}×{prob.d}, C={prob.C:g}, {env['cpus']} cpus")
-    except Exception as e:  # plotting must not lose the numbers
-        log(f"plot failed: {type(e).__name__}: {e}")
-    log(f"wrote {base}.{{json,csv,txt,png}}")
+    cm.write_results(f"bench_local_solver{suffix}", results, csv_rows, log, plot,
+                     f"flights {prob.n}×{prob.d}, C={prob.C:g}, {env['cpus']} cpus")
 
 
 if __name__ == "__main__":
