@@ -237,12 +237,8 @@ def daskml_lbfgs_trace(prob, p_star, Xd, yd, eps_min, budget, log):
                                tol=1e-12, max_iter=100000,
                                solver_kwargs={"normalize": False})
     alg.fmin_l_bfgs_b = patched
-    stopped = "converged"
     try:
-        t0[0] = time.perf_counter()
-        model.fit(Xd, yd)
-    except StopTrace:
-        stopped = "target or budget"
+        stopped = _fit_until_stopped(model, Xd, yd, t0)
     finally:
         alg.fmin_l_bfgs_b = orig
     return finish_trace(prob, p_star, trace, stopped, "lbfgs evaluations", log)
@@ -274,13 +270,18 @@ def daskml_admm_trace(prob, p_star, Xd, yd, eps_min, budget, log):
                                fit_intercept=False, max_iter=100000,
                                solver_kwargs={"normalize": False, "abstol": 1e-12,
                                               "reltol": 1e-12})
-    stopped = "converged"
+    stopped = _fit_until_stopped(model, Xd, yd, t0)
+    return finish_trace(prob, p_star, trace, stopped, "admm iterations", log)
+
+
+def _fit_until_stopped(model, Xd, yd, t0):
+    """Fit a traced dask-ml model until it converges or its trace raises StopTrace."""
+    t0[0] = time.perf_counter()
     try:
-        t0[0] = time.perf_counter()
         model.fit(Xd, yd)
     except StopTrace:
-        stopped = "target or budget"
-    return finish_trace(prob, p_star, trace, stopped, "admm iterations", log)
+        return "target or budget"
+    return "converged"
 
 
 def finish_trace(prob, p_star, trace, stopped, what, log):
