@@ -13,6 +13,7 @@ and ``w_r`` — with its certificate — is the result; otherwise the proposals
 are committed (``w ← w + γ ΣΔw``, ``α ← α + γΔα`` on the workers).
 """
 
+import contextvars
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -21,8 +22,15 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .objective import objective_from_gap
+from .policies import RoundRecord, WaitPolicy, make_straggler_policy
+from .rounds import run_planned_round
 
 __all__ = ["Problem", "Backend", "FitResult", "run_cocoa"]
+
+#: The straggler injection active in this context: an object with a
+#: ``factors(round_id, workers) -> {worker: slowdown}`` method, set by
+#: :func:`daskelastic.testing.inject_stragglers`.
+INJECTED_SLOWDOWN = contextvars.ContextVar("daskelastic_injected_slowdown", default=None)
 
 
 @dataclass(frozen=True)
@@ -59,23 +67,55 @@ class Problem:
 
 
 class Backend:
-    """Where the workers run.  Subclasses implement the four calls below.
+    """Where the workers run.
 
-    ``run_round`` gives every worker the round-start ``w`` (for the margins),
-    ``1/(λn)`` of the problem its dual state belongs to, and the settlement of
-    its previous round, and returns ``{worker: LocalResult}``.  ``settle``
-    sends settlements without starting a round.  A settlement is
-    ``(round_id, gamma)``: commit ``γ·Δα`` of that round, or discard it when
-    ``gamma`` is ``None``.
+    A round is asynchronous: :meth:`start_round` gives every worker the
+    round-start ``w`` (for the margins), ``1/(λn)`` of the problem its dual
+    state belongs to, the settlement of its previous round and an optional
+    slowdown; :meth:`wait_results` returns results as they arrive;
+    :meth:`stop_round` asks workers still running to stop at their next
+    check of the stop flag (they still return a result).  :meth:`clock` is
+    the time those calls are measured in.  :meth:`settle` sends settlements
+    without starting a round.  A settlement is ``(round_id, gamma)``: commit
+    ``γ·Δα`` of that round, or discard it when ``gamma`` is ``None``.
     """
 
     def workers(self):
         """The ids of the workers holding chunks."""
         raise NotImplementedError
 
-    def run_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed):
-        """Run one round on every worker and return ``{worker: LocalResult}``."""
+    def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
+                    slowdowns=None):
+        """Start one round on every worker (``slowdowns``: ``{worker: factor}``)."""
         raise NotImplementedError
+
+    def wait_results(self, timeout=None):
+        """Wait up to ``timeout`` seconds for more results of the running round.
+
+        Returns ``{worker: LocalResult}`` of the results that arrived since the
+        last call: at least one, unless the timeout passed first (then maybe
+        none).  ``timeout=None`` waits without limit.
+        """
+        raise NotImplementedError
+
+    def stop_round(self, round_id, workers):
+        """Ask ``workers`` to stop round ``round_id`` at their next flag check."""
+        raise NotImplementedError
+
+    def clock(self):
+        """Seconds on the clock rounds are timed with."""
+        return time.perf_counter()
+
+    def run_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
+                  slowdowns=None):
+        """Run one round on every worker to the end; return ``{worker: LocalResult}``."""
+        self.start_round(round_id, w, settlements, inv_lam_n=inv_lam_n, sigma=sigma,
+                         steps=steps, seed=seed, slowdowns=slowdowns)
+        expected = len(self.workers())
+        results = {}
+        while len(results) < expected:
+            results.update(self.wait_results(None))
+        return results
 
     def row_sq_norm_sum(self):
         """``Σ ‖x_i‖²`` over all rows held (without the intercept feature)."""
@@ -90,7 +130,7 @@ class Backend:
         raise NotImplementedError
 
     def describe(self):
-        """A short dict about the backend for the history (workers, rows, chunks)."""
+        """``{worker: {"chunks": [...], "rows": n}}`` for the history and monitoring."""
         return {}
 
     def close(self):
@@ -132,8 +172,8 @@ _SLOW_INNER_ROUNDS = 10
 
 
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
-              local_steps=None, random_state=0, acceleration="auto", callback=None,
-              round_hook=None):
+              local_steps=None, random_state=0, acceleration="auto",
+              straggler_policy=None, callback=None, round_hook=None):
     """Run CoCoA+ rounds on ``backend`` until the relative gap is ≤ ``tol``.
 
     With acceleration, the rounds solve a sequence of proximal problems
@@ -160,8 +200,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     gamma : float
         Aggregation parameter γ ∈ (0, 1]; ``w ← w + γ ΣΔw``.
     sigma : float, optional
-        Subproblem parameter σ′; default ``γ K`` (safe for any number of
-        workers ``K`` whose results are added).
+        Subproblem parameter σ′; default ``γ K′``, where ``K′`` is the most
+        results the round's plan can add (``K`` but with backup workers):
+        safe for any subset of the workers' results.
     local_steps : int, optional
         Coordinate steps per worker per round; default one pass over its rows.
     random_state : int
@@ -173,6 +214,10 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         proximal problem needs ten rounds or more, halved when it needs one.
         A float fixes ``κ = value · sqrt(λ · mean ‖x_i‖²)``; None or 0 turns
         acceleration off.
+    straggler_policy : str or daskelastic.policies.StragglerPolicy, optional
+        How each round waits for its workers (default ``"wait"``: all of
+        them); see :mod:`daskelastic.policies`.  A straggler injection set
+        with :func:`daskelastic.testing.inject_stragglers` slows workers.
     callback : callable, optional
         Called with each history entry; returning ``True`` stops the fit.
     round_hook : callable, optional
@@ -185,12 +230,19 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     FitResult
         The history entries hold ``round``, ``time``, ``duality_gap``
         (relative), ``gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
-        ``n_dropped``, ``n_preempted``, ``steps``, ``outer`` (momentum steps
-        so far), ``kappa`` and ``worker_seconds`` (``{worker: seconds}``).
+        ``n_dropped``, ``n_preempted``, ``n_backup``, ``steps``, ``outer``
+        (momentum steps so far), ``kappa``, ``worker_seconds`` (``{worker:
+        solver seconds}``), ``worker_arrival`` (``{worker: seconds from the
+        round start to its result}``), ``worker_status`` (``{worker: "used" |
+        "preempted" | "dropped"}``), ``cut`` (seconds into the round when
+        stragglers were stopped, or None), ``round_seconds``, ``policy`` and
+        ``policy_estimate``.
     """
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
-    t0 = time.perf_counter()
+    policy = make_straggler_policy("wait" if straggler_policy is None else straggler_policy)
+    injection = INJECTED_SLOWDOWN.get()
+    t0 = backend.clock()
     lam, n = problem.lam, problem.n_samples
     kappa = _kappa(acceleration, backend, problem)
     adaptive = acceleration == "auto"
@@ -208,11 +260,17 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     for round_id in range(max_iter + 1):
         workers = backend.workers()
         K = len(workers)
-        sig = gamma * K if sigma is None else float(sigma)
         last = round_id == max_iter
+        plan = (WaitPolicy() if last else policy).plan(K)
+        sig = gamma * (plan.max_used or K) if sigma is None else float(sigma)
         w = v + shift
-        results = backend.run_round(round_id, w, settlements, inv_lam_n=inv_lam_n,
-                                    sigma=sig, steps=0 if last else local_steps, seed=seed)
+        slowdowns = None if injection is None else injection.factors(round_id, workers)
+        outcome = run_planned_round(backend, plan, round_id, w, settlements,
+                                    inv_lam_n=inv_lam_n, sigma=sig,
+                                    steps=0 if last else local_steps, seed=seed,
+                                    slowdowns=slowdowns)
+        results = outcome.results
+        used = set() if last else outcome.used
         loss_sum = sum(r.loss_sum for r in results.values())
         dual_sum = sum(r.dual_sum for r in results.values())
         fenchel_young = sum(r.alpha_z_sum for r in results.values()) + loss_sum - dual_sum
@@ -223,19 +281,26 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                                        w, lam, n)
         entry = {
             "round": round_id,
-            "time": time.perf_counter() - t0,
+            "time": backend.clock() - t0,
             "duality_gap": objective.relative_gap,
             "gap": objective.gap,
             "primal": objective.primal,
             "dual": objective.dual,
             "n_workers": K,
-            "n_used": 0 if last else len(results),
-            "n_dropped": 0,
-            "n_preempted": sum(bool(r.stopped) for r in results.values()),
-            "steps": sum(r.steps for r in results.values()),
+            "n_used": len(used),
+            "n_dropped": len(outcome.dropped),
+            "n_preempted": len(outcome.preempted & used),
+            "n_backup": plan.n_backup,
+            "steps": sum(results[k].steps for k in used),
             "outer": n_outer,
             "kappa": kappa,
             "worker_seconds": {str(k): r.seconds for k, r in results.items()},
+            "worker_arrival": {str(k): t for k, t in outcome.arrival.items()},
+            "worker_status": {str(k): _status(k, outcome) for k in results},
+            "cut": outcome.cut,
+            "round_seconds": backend.clock() - outcome.start,
+            "policy": policy.name,
+            "policy_estimate": plan.estimate,
         }
         history.append(entry)
         if round_hook is not None:
@@ -245,9 +310,15 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         if converged or last or stop_requested:
             backend.settle({k: (round_id, None) for k in results})
             break
-        v = v + gamma * sum(r.dw for r in results.values())
-        settlements = {k: (round_id, gamma) for k in results}
+        v = v + gamma * sum(results[k].dw for k in used)
+        settlements = {k: (round_id, gamma if k in used else None) for k in results}
         n_iter = round_id + 1
+        policy.observe(RoundRecord(
+            round_id=round_id, arrival=outcome.arrival, full_time=outcome.full_time,
+            used=outcome.used_fraction(),
+            rows={k: r.n_rows for k, r in results.items()}, cut=outcome.cut,
+            duration=backend.clock() - outcome.start, gap=objective.relative_gap,
+            n_backup=plan.n_backup))
         if kappa:
             inner_gap = max(fenchel_young / n, 0.0)
             inner_start = inner_gap if inner_start is None else inner_start
@@ -277,6 +348,14 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "increase max_iter or tol",
             ConvergenceWarning, stacklevel=3)
     return FitResult(w, n_iter, converged, objective, history)
+
+
+def _status(worker, outcome):
+    if worker in outcome.dropped:
+        return "dropped"
+    if worker in outcome.preempted:
+        return "preempted"
+    return "used"
 
 
 def _kappa(acceleration, backend, problem):

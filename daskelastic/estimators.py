@@ -21,6 +21,7 @@ from .driver import Problem, run_cocoa
 from .losses import loss_code
 from .objective import lambda_from_C
 from .placement import make_chunks, split_rows
+from .policies import STRAGGLER_POLICIES, StragglerPolicy, make_straggler_policy
 from .session import fit_session
 from .targets import TargetEncoder
 
@@ -67,6 +68,8 @@ class _CoCoABase(BaseEstimator):
         "gamma": [Interval(numbers.Real, 0, 1, closed="right")],
         "acceleration": [StrOptions({"auto", "none"}), None,
                          Interval(numbers.Real, 0, None, closed="left")],
+        "straggler_policy": [StrOptions(set(STRAGGLER_POLICIES)), StragglerPolicy],
+        "n_backup": [None, Interval(numbers.Integral, 0, None, closed="left")],
     }
 
     _loss = None  # set by subclasses / from parameters
@@ -117,6 +120,7 @@ class _CoCoABase(BaseEstimator):
                           lam=lambda_from_C(self._C(), n), n_samples=n,
                           n_features=d, n_targets=encoder.n_targets,
                           intercept_scaling=icpt)
+        policy = make_straggler_policy(self.straggler_policy, n_backup=self.n_backup)
         cpw = self.chunks_per_worker or config.get("chunks-per-worker")
         with fit_session(client=self.client, backend=self.backend,
                          n_values=n_values, n_workers=self.n_workers,
@@ -149,6 +153,7 @@ class _CoCoABase(BaseEstimator):
                                    local_steps=self.local_steps,
                                    acceleration=self.acceleration,
                                    random_state=self._seed(),
+                                   straggler_policy=policy,
                                    callback=self._progress_callback())
             finally:
                 backend.close()
@@ -370,6 +375,17 @@ _COMMON_TAIL = """
         features; ``"auto"`` turns it on for two or more workers and adapts
         ``κ`` from ``0.25 · sqrt(λ · mean ‖x_i‖²)``.  A float fixes the factor;
         ``"none"`` or None turns it off.
+    straggler_policy : {"wait", "backup", "dynamic", "preempt"} or \
+StragglerPolicy, default="preempt"
+        How a round treats slow workers (see the user guide):
+        ``"wait"`` waits for all; ``"backup"`` uses the fastest ``K − b``
+        and drops the rest; ``"dynamic"`` re-chooses ``b`` every round for
+        the best estimated progress per second; ``"preempt"`` stops the
+        workers still running once half are done (plus a 20% slack) and adds
+        their partial work.  A :class:`~daskelastic.policies.StragglerPolicy`
+        instance sets the policy's own parameters.
+    n_backup : int, optional
+        ``b`` of ``straggler_policy="backup"`` (default 1).
 """
 
 _ATTRS_DOC = """
@@ -383,9 +399,12 @@ _ATTRS_DOC = """
         One entry per round: ``round``, ``time`` (seconds since the fit
         began), ``duality_gap`` (relative, of the iterate the round started
         from), ``gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
-        ``n_dropped``, ``n_preempted``, ``steps``, ``outer`` and ``kappa``
-        (the acceleration's momentum steps and proximal weight) and
-        ``worker_seconds``.
+        ``n_dropped``, ``n_preempted``, ``n_backup``, ``steps``, ``outer``
+        and ``kappa`` (the acceleration's momentum steps and proximal
+        weight), ``worker_seconds`` and ``worker_arrival`` (each worker's
+        solver time and the time its result arrived), ``worker_status``
+        (``"used"``, ``"preempted"`` or ``"dropped"``), ``cut``,
+        ``round_seconds``, ``policy`` and ``policy_estimate``.
     duality_gap_ : float
         Relative duality gap of the returned coefficients: a certificate that
         their objective is within this fraction of the optimum.
@@ -438,7 +457,7 @@ class LogisticRegression(_ClassifierBase):
                  intercept_scaling=1.0, class_weight=None, random_state=None,
                  verbose=0, client=None, backend="auto", n_workers=None,
                  chunks_per_worker=None, local_steps=None, gamma=1.0,
-                 acceleration="auto"):
+                 acceleration="auto", straggler_policy="preempt", n_backup=None):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -454,6 +473,8 @@ class LogisticRegression(_ClassifierBase):
         self.local_steps = local_steps
         self.gamma = gamma
         self.acceleration = acceleration
+        self.straggler_policy = straggler_policy
+        self.n_backup = n_backup
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -567,7 +588,8 @@ class LinearSVC(_ClassifierBase):
                  fit_intercept=True, intercept_scaling=1.0, class_weight=None,
                  random_state=None, verbose=0, client=None, backend="auto",
                  n_workers=None, chunks_per_worker=None, local_steps=None,
-                 gamma=1.0, acceleration="auto"):
+                 gamma=1.0, acceleration="auto", straggler_policy="preempt",
+                 n_backup=None):
         self.C = C
         self.loss = loss
         self.tol = tol
@@ -584,6 +606,8 @@ class LinearSVC(_ClassifierBase):
         self.local_steps = local_steps
         self.gamma = gamma
         self.acceleration = acceleration
+        self.straggler_policy = straggler_policy
+        self.n_backup = n_backup
 
     def _loss_name(self):
         return self.loss
@@ -653,7 +677,8 @@ class Ridge(RegressorMixin, _CoCoABase):
     def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
                  intercept_scaling=1.0, random_state=None, verbose=0, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None,
-                 local_steps=None, gamma=1.0, acceleration="auto"):
+                 local_steps=None, gamma=1.0, acceleration="auto",
+                 straggler_policy="preempt", n_backup=None):
         self.alpha = alpha
         self.tol = tol
         self.max_iter = max_iter
@@ -668,6 +693,8 @@ class Ridge(RegressorMixin, _CoCoABase):
         self.local_steps = local_steps
         self.gamma = gamma
         self.acceleration = acceleration
+        self.straggler_policy = straggler_policy
+        self.n_backup = n_backup
 
     def _C(self):
         return 1.0 / self.alpha

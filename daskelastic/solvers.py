@@ -36,7 +36,7 @@ STOP_CHECK_EVERY = 1024
 
 @njit(cache=True, nogil=True)
 def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
-                order, n_steps, stop, check_every, sums):
+                order, n_steps, stop, check_every, sums, offset):
     n, d = X.shape
     m = Y.shape[1]
     zw = np.zeros(m)
@@ -64,7 +64,7 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
         any_change = False
         for k in range(m):
             y = Y[i, k]
-            if s < n:
+            if offset + s < n:
                 a0 = alpha[i, k]
                 loss_acc += c * primal_loss(loss, y, zw[k])
                 dual_acc += dual_value(loss, y, a0, c)
@@ -94,7 +94,7 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
 
 @njit(cache=True, nogil=True)
 def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
-              inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums):
+              inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums, offset):
     n = indptr.shape[0] - 1
     d = w.shape[0] - 1
     m = Y.shape[1]
@@ -123,7 +123,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
         any_change = False
         for k in range(m):
             y = Y[i, k]
-            if s < n:
+            if offset + s < n:
                 a0 = alpha[i, k]
                 loss_acc += c * primal_loss(loss, y, zw[k])
                 dual_acc += dual_value(loss, y, a0, c)
@@ -195,17 +195,18 @@ def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums
 
 def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
                sigma, intercept_scaling, order, stop, sums,
-               check_every=STOP_CHECK_EVERY):
+               check_every=STOP_CHECK_EVERY, offset=0):
     """Run ``len(order)`` SDCA steps on one chunk, visiting rows in ``order``.
 
-    The first ``n_rows`` entries of ``order`` must be a permutation of the
-    chunk's rows: on those first visits the loss at ``w``, the dual value of
-    the committed ``alpha`` and ``alpha·x·w`` are added to ``sums[0:3]``.
+    ``order`` continues a visiting sequence at position ``offset``; the first
+    ``n_rows`` positions of the sequence must be a permutation of the chunk's
+    rows: on those first visits the loss at ``w``, the dual value of the
+    committed ``alpha`` and ``alpha·x·w`` are added to ``sums[0:3]``.
     ``dalpha`` and ``dw`` accumulate the work; ``alpha`` and ``w`` are not
     written.  Returns the number of steps done (fewer when ``stop[0]`` was set).
     """
     args = (Y, sample_weight, alpha, dalpha, w, dw, loss, inv_lam_n, sigma,
-            intercept_scaling, order, order.shape[0], stop, check_every, sums)
+            intercept_scaling, order, order.shape[0], stop, check_every, sums, offset)
     if sp.issparse(X):
         return _sdca_csr(X.data, X.indices, X.indptr, *args)
     return _sdca_dense(X, *args)
@@ -240,12 +241,17 @@ class LocalResult:
         Wall time of the solver call.
     stopped : bool
         Whether the stop flag ended the round early.
+    budget : int
+        Coordinate steps the round was given.
+    stop_latency : float or None
+        Seconds from the stop request to the solver's return (stopped rounds).
     """
 
     __slots__ = ("dw", "steps", "loss_sum", "dual_sum", "alpha_z_sum", "n_rows",
-                 "seconds", "stopped", "budget")
+                 "seconds", "stopped", "budget", "stop_latency")
 
-    def __init__(self, dw, steps, sums, n_rows, seconds, stopped, budget):
+    def __init__(self, dw, steps, sums, n_rows, seconds, stopped, budget,
+                 stop_latency=None):
         self.dw = dw
         self.steps = steps
         self.loss_sum, self.dual_sum, self.alpha_z_sum = (float(v) for v in sums)
@@ -253,11 +259,16 @@ class LocalResult:
         self.seconds = seconds
         self.stopped = stopped
         self.budget = budget
+        self.stop_latency = stop_latency
 
     def __repr__(self):
         return (f"LocalResult(steps={self.steps}/{self.budget}, n_rows={self.n_rows}, "
                 f"seconds={self.seconds:.4f}, stopped={self.stopped})")
 
+
+#: A deliberately slowed round (``slowdown > 1``) runs its budget in this many
+#: slices, sleeping after each.
+_SLOWDOWN_SLICES = 16
 
 #: Rows per bucket of the visiting order (see :class:`ChunkSolver`).
 BUCKET_ROWS = 64
@@ -305,6 +316,9 @@ class ChunkSolver:
         self.seed = seed
         self.pending = None   # (round_id, dalpha over the packed rows)
         self.stop = np.zeros(1, dtype=np.int64)
+        self.running = None    # id of the round being solved
+        self._stop_round = None  # the round a stop was requested for
+        self._stop_time = None
         self._unpacked = {}   # chunk_id -> (X, Y, sw, alpha) not packed yet
         self._rows = {}       # chunk_id -> positions of its rows in the packing
         self._packed = None   # (X, Y, sw, alpha)
@@ -405,16 +419,23 @@ class ChunkSolver:
 
     # -- one round ----------------------------------------------------------
     def solve(self, w, *, round_id, inv_lam_n, sigma, steps=None, seed=0,
-              check_every=STOP_CHECK_EVERY):
+              check_every=STOP_CHECK_EVERY, slowdown=1.0):
         """Run one round of local SDCA from ``w`` and return a :class:`LocalResult`.
 
         ``steps`` is the coordinate-step budget (default: one pass over the
         rows held).  The visiting order is drawn from ``seed`` and
         ``round_id``; the loss and dual sums of the result cover every row
-        held, at ``w`` and the committed ``α``.
+        held, at ``w`` and the committed ``α`` — also when the round was
+        stopped early (the rows not visited get a gap-only pass).
+
+        ``slowdown > 1`` makes this worker a straggler on purpose (see
+        :mod:`daskelastic.testing`): the budget runs in slices, and after each
+        slice the solver sleeps ``slowdown − 1`` times the slice's compute
+        time, waking at once when it is asked to stop.
         """
         self._check_no_pending("start a round")
-        self.stop[0] = 0
+        self.running = round_id
+        self.stop[0] = 1 if self._stop_round == round_id else 0
         t0 = time.perf_counter()
         X, Y, sw, alpha = self._pack()
         w = np.ascontiguousarray(w, dtype=np.float64)
@@ -424,21 +445,56 @@ class ChunkSolver:
         n = X.shape[0]
         budget = n if steps is None else int(steps)
         rng = np.random.default_rng([seed, round_id])
-        order = _visit_order(rng, n, budget)
+        visits = _visit_order(rng, n, budget)   # max(budget, n) row indices
+        order = visits[:budget]
         done = 0
         if budget > 0 and n > 0:
-            done = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=self.loss,
-                              inv_lam_n=inv_lam_n, sigma=sigma,
-                              intercept_scaling=self.intercept_scaling,
-                              order=order[:budget], stop=self.stop, sums=sums,
-                              check_every=check_every)
+            n_slices = _SLOWDOWN_SLICES if slowdown > 1.0 else 1
+            bounds = np.linspace(0, budget, n_slices + 1).astype(np.int64)
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                t_slice = time.perf_counter()
+                did = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=self.loss,
+                                 inv_lam_n=inv_lam_n, sigma=sigma,
+                                 intercept_scaling=self.intercept_scaling,
+                                 order=order[a:b], stop=self.stop, sums=sums,
+                                 check_every=check_every, offset=int(a))
+                done += did
+                if did < b - a or self.stop[0]:
+                    break
+                if slowdown > 1.0:
+                    self._sleep((slowdown - 1.0) * (time.perf_counter() - t_slice))
         if done < n:  # rows not visited yet: their gap terms in one sequential pass
-            rest = np.sort(order[done:n])
+            rest = np.sort(visits[done:n])
             gap_sums_chunk(X, Y, sw, alpha, w, loss=self.loss,
                            intercept_scaling=self.intercept_scaling, rows=rest, sums=sums)
+        t_end = time.perf_counter()
+        stopped = done < budget
+        latency = t_end - self._stop_time if stopped and self._stop_time else None
+        self.running = None
         self.pending = (round_id, dalpha)
-        return LocalResult(dw, done, sums, n, time.perf_counter() - t0,
-                           done < budget, budget)
+        return LocalResult(dw, done, sums, n, t_end - t0, stopped, budget,
+                           stop_latency=latency)
+
+    def request_stop(self, round_id):
+        """Ask round ``round_id`` to stop at its next check of the stop flag.
+
+        Safe to call from another thread while :meth:`solve` runs (the numba
+        kernels release the GIL), and before the round has started: the round
+        then stops at once.  A request for another round is ignored.
+        """
+        self._stop_time = time.perf_counter()
+        self._stop_round = round_id
+        if self.running == round_id:
+            self.stop[0] = 1
+
+    def _sleep(self, seconds):
+        """Sleep up to ``seconds``, waking within ~2 ms of a stop request."""
+        end = time.perf_counter() + seconds
+        while not self.stop[0]:
+            left = end - time.perf_counter()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.002))
 
     def commit(self, round_id, gamma=1.0):
         """Add ``γ·Δα`` of round ``round_id`` to the dual state."""

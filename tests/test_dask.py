@@ -141,7 +141,8 @@ def test_every_chunk_lives_on_exactly_one_worker(table, client):
 def test_a_synchronous_fit_is_reproducible(table, client):
     """Invariant 4: same data, seed and policy give the same iterates."""
     X, y = table
-    fits = [de.LogisticRegression(C=0.5, tol=1e-3, random_state=3, backend="dask").fit(X, y)
+    fits = [de.LogisticRegression(C=0.5, tol=1e-3, random_state=3, backend="dask",
+                                  straggler_policy="wait").fit(X, y)
             for _ in range(2)]
     np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)
     assert [h["primal"] for h in fits[0].history_] == [h["primal"] for h in fits[1].history_]
@@ -203,7 +204,7 @@ def test_actor_and_task_rounds_give_the_same_iterates(table, client):
     for transport in ("actor", "task"):
         with dask.config.set({"daskelastic.round-transport": transport}):
             fits[transport] = de.LinearSVC(C=0.5, tol=1e-3, random_state=1,
-                                           backend="dask").fit(X, y)
+                                           backend="dask", straggler_policy="wait").fit(X, y)
     np.testing.assert_array_equal(fits["actor"].coef_, fits["task"].coef_)
     assert len(fits["actor"].history_) == len(fits["task"].history_)
     assert all(not fits for fits in _fit_state(client).values())

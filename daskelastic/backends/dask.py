@@ -12,12 +12,14 @@ Rounds reach the workers as calls to one :class:`RoundActor` per worker
 ``daskelastic-round-…`` in the dashboard's task stream.
 """
 
+import asyncio
 import uuid
 
 import numpy as np
 import scipy.sparse as sp
 from dask.core import flatten
 from distributed import futures_of, get_worker, wait
+from distributed.utils import TimeoutError as DaskTimeoutError
 
 from .. import config
 from ..driver import Backend
@@ -106,12 +108,22 @@ def row_sq_norm_sum(fit_id):
     return _solver(fit_id).row_sq_norm_sum()
 
 
-def run_round(fit_id, round_id, w, settlement, inv_lam_n, sigma, steps, seed):
+def run_round(fit_id, round_id, w, settlement, inv_lam_n, sigma, steps, seed,
+              slowdown=1.0):
     """Settle the previous round, then run this round's local solver."""
     solver = _solver(fit_id)
     _settle(solver, settlement)
     return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
-                        steps=steps, seed=seed)
+                        steps=steps, seed=seed, slowdown=slowdown)
+
+
+def request_stop(fit_id, round_id, dask_worker=None):
+    """Ask this worker's solver to stop round ``round_id`` (runs on the event loop)."""
+    reg = getattr(dask_worker or get_worker(), _REGISTRY_ATTR, {})
+    solver = reg.get(fit_id)
+    if solver is not None:
+        solver.request_stop(round_id)
+    return solver is not None
 
 
 class RoundActor:
@@ -128,13 +140,25 @@ class RoundActor:
         self.fit_id = fit_id
         self.worker = get_worker()
 
-    def run_round(self, round_id, w, settlement, inv_lam_n, sigma, steps, seed):
-        """Settle the previous round, then run this round's local solver."""
+    def run_round(self, round_id, w, settlement, inv_lam_n, sigma, steps, seed,
+                  slowdown=1.0):
+        """Settle the previous round, then run this round's local solver.
+
+        Runs in the worker's actor thread; the kernel releases the GIL.
+        """
         reg = getattr(self.worker, _REGISTRY_ATTR, {})
         solver = reg[self.fit_id]
         _settle(solver, settlement)
         return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
-                            steps=steps, seed=seed)
+                            steps=steps, seed=seed, slowdown=slowdown)
+
+    async def stop(self, round_id):
+        """Ask the running round to stop.
+
+        A coroutine, so it runs on the worker's event loop at once instead of
+        queueing behind the round in the actor thread.
+        """
+        return request_stop(self.fit_id, round_id, self.worker)
 
 
 def settle(fit_id, settlement):
@@ -167,6 +191,22 @@ def drop_fit(fit_id):
 # --------------------------------------------------------------------------
 # the driver side
 # --------------------------------------------------------------------------
+async def _wait_first_actor_call(calls, timeout):
+    """Return once one of the actor calls is done, or ``timeout`` seconds passed."""
+    async def settle(call):
+        try:
+            await call
+        except Exception:  # noqa: BLE001 - the error is raised by .result() later
+            pass
+
+    waiters = [asyncio.ensure_future(settle(c)) for c in calls]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in waiters:
+            t.cancel()
+
+
 def _persisted_blocks(client, arrays):
     """Persist dask arrays; return, per array, its row blocks' futures in order."""
     persisted = client.persist(arrays)
@@ -202,6 +242,9 @@ class DaskBackend(Backend):
                              f"got {self.transport!r}")
         self._actors = {}
         self._actor_futures = {}
+        self._pending = {}      # worker -> call/future of the running round
+        self._stop_calls = []
+        self._round_id = None
         self.fit_id = f"fit-{uuid.uuid4().hex[:12]}"
         if workers is None:
             workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
@@ -276,34 +319,70 @@ class DaskBackend(Backend):
     def workers(self):
         return list(self.placement)
 
-    def run_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed):
-        if self.transport == "actor":
-            return self._run_round_actors(round_id, w, settlements, inv_lam_n, sigma,
-                                          steps, seed)
-        futures = {}
-        for addr in self.placement:
-            futures[addr] = self.client.submit(
-                run_round, self.fit_id, round_id, w, settlements.get(addr),
-                inv_lam_n, sigma, steps, seed,
-                workers=[addr], allow_other_workers=False, pure=False,
-                key=f"daskelastic-round-{round_id}-{self.fit_id}-{addr}")
-        values = self.client.gather(list(futures.values()))
-        return dict(zip(futures, values))
+    def _ensure_actors(self):
+        if not self._actors:
+            handles = {addr: self.client.submit(
+                RoundActor, self.fit_id, workers=[addr], allow_other_workers=False,
+                actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}")
+                for addr in self.placement}
+            self._actor_futures = handles
+            self._actors = {addr: f.result() for addr, f in handles.items()}
 
-    def _run_round_actors(self, round_id, w, settlements, inv_lam_n, sigma, steps, seed):
-        # actor proxies find their client through the current-client context
-        with self.client.as_current():
-            if not self._actors:
-                handles = {addr: self.client.submit(
-                    RoundActor, self.fit_id, workers=[addr], allow_other_workers=False,
-                    actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}")
-                    for addr in self.placement}
-                self._actor_futures = handles
-                self._actors = {addr: f.result() for addr, f in handles.items()}
-            calls = {addr: actor.run_round(round_id, w, settlements.get(addr), inv_lam_n,
-                                           sigma, steps, seed)
-                     for addr, actor in self._actors.items()}
-            return {addr: call.result() for addr, call in calls.items()}
+    def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
+                    slowdowns=None):
+        if self._pending:
+            raise RuntimeError("a round is still running on the workers")
+        slowdowns = slowdowns or {}
+        self._round_id = round_id
+        if self.transport == "actor":
+            # actor proxies find their client through the current-client context
+            with self.client.as_current():
+                self._ensure_actors()
+                self._pending = {
+                    addr: actor.run_round(round_id, w, settlements.get(addr), inv_lam_n,
+                                          sigma, steps, seed,
+                                          float(slowdowns.get(addr, 1.0)))
+                    for addr, actor in self._actors.items()}
+            return
+        self._pending = {addr: self.client.submit(
+            run_round, self.fit_id, round_id, w, settlements.get(addr), inv_lam_n, sigma,
+            steps, seed, float(slowdowns.get(addr, 1.0)),
+            workers=[addr], allow_other_workers=False, pure=False,
+            key=f"daskelastic-round-{round_id}-{self.fit_id}-{addr}")
+            for addr in self.placement}
+
+    def wait_results(self, timeout=None):
+        if not self._pending:
+            return {}
+        if self.transport == "actor":
+            if not any(c.done() for c in self._pending.values()) and timeout != 0:
+                self.client.sync(_wait_first_actor_call, list(self._pending.values()),
+                                 timeout)
+            done = [a for a, c in self._pending.items() if c.done()]
+            out = {a: self._pending.pop(a).result() for a in done}
+        else:
+            try:
+                wait(list(self._pending.values()), timeout=timeout,
+                     return_when="FIRST_COMPLETED")
+            except (DaskTimeoutError, TimeoutError):
+                pass
+            done = [a for a, f in self._pending.items() if f.done()]
+            out = {a: f.result() for a, f in ((a, self._pending.pop(a)) for a in done)}
+        if not self._pending:
+            self._collect_stop_calls()
+        return out
+
+    def stop_round(self, round_id, workers):
+        if self.transport == "actor":
+            with self.client.as_current():
+                self._stop_calls.extend(self._actors[a].stop(round_id) for a in workers)
+        else:
+            self.client.run(request_stop, self.fit_id, round_id, workers=list(workers))
+
+    def _collect_stop_calls(self):
+        calls, self._stop_calls = self._stop_calls, []
+        for c in calls:
+            c.result()
 
     def _on_each(self, func, *args, per_worker=None):
         futures = {}
@@ -335,6 +414,14 @@ class DaskBackend(Backend):
         return self._on_each(describe)
 
     def close(self):
+        if self._pending and self._round_id is not None:
+            # an interrupted round: stop it, so the workers are free at once
+            try:
+                self.stop_round(self._round_id, list(self._pending))
+            except Exception:  # noqa: BLE001 - closing after a failure
+                pass
+        self._pending = {}
+        self._stop_calls = []
         self._actors = {}
         if self._actor_futures:
             self.client.cancel(list(self._actor_futures.values()), force=True)

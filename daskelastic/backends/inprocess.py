@@ -1,7 +1,9 @@
 """Workers in the driver's own process: one :class:`ChunkSolver` each.
 
 Used for small fits (no cluster to start) and as the reference the Dask
-backend is tested against.  Workers run one after the other.
+backend is tested against.  Workers run one after the other, when the round
+starts: all results arrive together, nothing is ever late, and an injected
+slowdown is ignored (use a real or simulated cluster to study stragglers).
 """
 
 import numpy as np
@@ -38,6 +40,7 @@ class InProcessBackend(Backend):
                 solver.add_chunk(cid, c.X, c.Y, c.sample_weight)
             if plan[name]:
                 self.solvers[name] = solver
+        self._arrived = {}
 
     def workers(self):
         return list(self.solvers)
@@ -49,14 +52,22 @@ class InProcessBackend(Backend):
         else:
             self.solvers[name].commit(round_id, gamma)
 
-    def run_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed):
+    def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
+                    slowdowns=None):
         results = {}
         for name, solver in self.solvers.items():
             if name in settlements:
                 self._apply(name, settlements[name])
             results[name] = solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n,
                                          sigma=sigma, steps=steps, seed=seed)
+        self._arrived = results
+
+    def wait_results(self, timeout=None):
+        results, self._arrived = self._arrived, {}
         return results
+
+    def stop_round(self, round_id, workers):
+        """Nothing to stop: every in-process worker finished when the round started."""
 
     def row_sq_norm_sum(self):
         return sum(s.row_sq_norm_sum() for s in self.solvers.values())

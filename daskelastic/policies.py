@@ -1,0 +1,405 @@
+"""Straggler policies: how long a round waits, and what becomes of late work.
+
+Pure decision code (no Dask, no I/O), in the spirit of ``distributed``'s
+``AdaptiveCore``: before a round the driver asks the policy for a
+:class:`RoundPlan`; after it, the driver tells the policy what it observed in
+a :class:`RoundRecord`.  The driver (:mod:`daskelastic.rounds`) carries the
+plan out on any backend.
+
+A plan says
+
+- how many results end the wait (``wait_for``), optionally stretched by a
+  ``slack`` (cut at ``(1 + slack)`` times the arrival of the ``wait_for``-th
+  result) and bounded by a ``deadline``;
+- what happens to the results not in at the cut (``late``): ``"drop"`` — the
+  workers are told to stop and their work is discarded, their chunks keep
+  their ``α`` — or ``"preempt"`` — the workers are told to stop and the
+  partial work they did is added with the rest.
+
+Either way the stopped workers still report the loss and dual sums of their
+rows at the round-start iterate, so every round is certified by a full
+duality gap.
+
+The policies:
+
+=====================  ====================================================
+``"wait"``             :class:`WaitPolicy` — every result, every round.
+``"backup"``           :class:`BackupPolicy` — the fastest ``K − b``.
+``"dynamic"``          :class:`DynamicBackupPolicy` — ``b`` re-chosen each
+                       round to maximise the estimated progress per second.
+``"preempt"``          :class:`PreemptPolicy` — stop the stragglers once
+                       half of the workers are done (plus a slack), keep
+                       their partial work.
+=====================  ====================================================
+"""
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["RoundPlan", "RoundRecord", "StragglerPolicy", "WaitPolicy", "BackupPolicy",
+           "DynamicBackupPolicy", "PreemptPolicy", "make_straggler_policy",
+           "STRAGGLER_POLICIES"]
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """How one round collects its results.
+
+    Attributes
+    ----------
+    wait_for : int
+        The round is cut once this many results are in (after ``slack``).
+    late : {"drop", "preempt"}
+        What happens to the results not in at the cut.
+    slack : float
+        Cut at ``(1 + slack) ×`` the arrival time of the ``wait_for``-th result.
+    deadline : float or None
+        Cut at the latest this many seconds after the round started.
+    n_backup : int
+        The number of backup workers ``b`` this plan stands for (recorded).
+    max_used : int or None
+        At most this many results can be added (``None``: all); the driver
+        sizes the CoCoA+ subproblem parameter ``σ′ = γ · max_used`` with it.
+    estimate : dict
+        What the policy estimated when choosing (recorded in the history).
+    """
+
+    wait_for: int
+    late: str = "drop"
+    slack: float = 0.0
+    deadline: float = None
+    n_backup: int = 0
+    max_used: int = None
+    estimate: dict = field(default_factory=dict)
+
+
+@dataclass
+class RoundRecord:
+    """What the driver observed in one round.
+
+    Attributes
+    ----------
+    round_id : int
+    arrival : dict
+        ``{worker: seconds}`` from the round start to the arrival of its result.
+    full_time : dict
+        ``{worker: seconds}`` the worker needed, or would have needed, for its
+        whole step budget (extrapolated from its rate for stopped workers).
+    used : dict
+        ``{worker: fraction}`` of the worker's step budget whose work was added
+        (``0`` for a dropped result).
+    rows : dict
+        ``{worker: rows held}``.
+    cut : float or None
+        Seconds after the start when late workers were told to stop.
+    duration : float
+        Seconds from this round's start to the next one's.
+    gap : float
+        Relative duality gap of the round-start iterate.
+    n_backup : int
+        ``b`` of the plan.
+    """
+
+    round_id: int
+    arrival: dict
+    full_time: dict
+    used: dict
+    rows: dict
+    cut: float
+    duration: float
+    gap: float
+    n_backup: int = 0
+
+    @property
+    def fraction_updated(self):
+        """Share of the rows whose round work was added (stopped workers count pro rata)."""
+        total = sum(self.rows.values())
+        if total == 0:
+            return 0.0
+        return sum(self.used[k] * self.rows[k] for k in self.rows) / total
+
+
+class StragglerPolicy:
+    """Base class: decides each round how long to wait and what to do with late work.
+
+    Subclasses implement :meth:`plan`; :meth:`observe` keeps the last
+    ``window`` :class:`RoundRecord` in ``self.records``.
+
+    Parameters
+    ----------
+    window : int
+        Rounds of history kept for estimates.
+    """
+
+    name = "policy"
+
+    def __init__(self, window=10):
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
+        self.window = window
+        self.records = deque(maxlen=window)
+
+    def plan(self, n_workers):
+        """The :class:`RoundPlan` of the next round on ``n_workers`` workers."""
+        raise NotImplementedError
+
+    def observe(self, record):
+        """Learn from a finished round."""
+        self.records.append(record)
+
+    def reset(self):
+        """Forget the observed rounds (a new fit begins)."""
+        self.records.clear()
+
+    def __repr__(self):
+        params = {k: v for k, v in vars(self).items() if k != "records"}
+        inner = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        return f"{type(self).__name__}({inner})"
+
+
+class WaitPolicy(StragglerPolicy):
+    """Synchronous rounds: wait for every worker.
+
+    Examples
+    --------
+    >>> from daskelastic.policies import WaitPolicy
+    >>> WaitPolicy().plan(4).wait_for
+    4
+    """
+
+    name = "wait"
+
+    def plan(self, n_workers):
+        return RoundPlan(wait_for=n_workers, late="drop", max_used=n_workers)
+
+
+class BackupPolicy(StragglerPolicy):
+    """Static backup workers: use the fastest ``K − b`` results, drop the rest.
+
+    The late workers are told to stop; their work is discarded and their
+    chunks keep their dual state.  Since at most ``K − b`` results are added,
+    the local subproblems use ``σ′ = γ (K − b)``: bolder steps than with all
+    ``K``, still safe.
+
+    Parameters
+    ----------
+    n_backup : int
+        ``b``; capped at ``K − 1``.
+    window : int
+
+    Examples
+    --------
+    >>> from daskelastic.policies import BackupPolicy
+    >>> BackupPolicy(n_backup=1).plan(4).wait_for
+    3
+    """
+
+    name = "backup"
+
+    def __init__(self, n_backup=1, window=10):
+        super().__init__(window)
+        if n_backup < 0:
+            raise ValueError(f"n_backup must be >= 0, got {n_backup}")
+        self.n_backup = int(n_backup)
+
+    def plan(self, n_workers):
+        b = min(self.n_backup, n_workers - 1)
+        return RoundPlan(wait_for=n_workers - b, late="drop", n_backup=b,
+                         max_used=n_workers - b)
+
+
+class DynamicBackupPolicy(StragglerPolicy):
+    """Dynamic backup workers: each round, the ``b`` with the best progress per second.
+
+    After Xu, Neglia and Sebastianelli (*Dynamic backup workers for parallel
+    machine learning*).  For every ``b`` in ``0 … K−1`` the policy estimates
+
+    - the round time ``T(b)``: the mean, over the last ``window`` rounds, of
+      the ``(K − b)``-th smallest per-worker round time (stopped workers'
+      times are extrapolated from the rate at which they were going), plus
+      the mean per-round overhead beyond that (stopping, aggregating,
+      communicating);
+    - the progress ``P(b) = f(b)^β``: the fall of ``log(gap)`` in a round
+      modelled as a power of the share ``f = (K − b)/K`` of the data whose
+      work is added, with ``β`` fitted on the observed rounds (``β = 1``
+      until the rounds seen vary ``f`` enough to tell, clipped to
+      ``[0.5, 2]``),
+
+    and picks the ``b`` maximising ``P(b) / T(b)``.  The estimates are
+    recorded in ``history_`` with every round.
+
+    Parameters
+    ----------
+    max_backup : int, optional
+        Largest ``b`` considered (default ``K − 1``).
+    warmup : int
+        Rounds waited in full before the first choice.
+    window : int
+
+    Examples
+    --------
+    >>> from daskelastic.policies import DynamicBackupPolicy
+    >>> DynamicBackupPolicy().plan(4).n_backup   # no rounds observed yet
+    0
+    """
+
+    name = "dynamic"
+
+    def __init__(self, max_backup=None, warmup=1, window=10):
+        super().__init__(window)
+        if max_backup is not None and max_backup < 0:
+            raise ValueError(f"max_backup must be >= 0, got {max_backup}")
+        self.max_backup = max_backup
+        self.warmup = warmup
+
+    def plan(self, n_workers):
+        K = n_workers
+        usable = [r for r in self.records if len(r.full_time) == K]
+        if K < 2 or len(usable) < self.warmup or not usable:
+            return RoundPlan(wait_for=K, late="drop", max_used=K,
+                             estimate={"reason": "warm-up"})
+        times = np.array([sorted(r.full_time.values()) for r in usable])
+        order_stats = times.mean(axis=0)           # E[t_(j)], j = 1 … K
+        overhead = float(np.mean([_overhead(r) for r in usable]))
+        beta = self.progress_exponent()
+        top = K - 1 if self.max_backup is None else min(self.max_backup, K - 1)
+        rates = {}
+        for b in range(top + 1):
+            seconds = order_stats[K - b - 1] + overhead
+            rates[b] = ((K - b) / K) ** beta / max(seconds, 1e-9)
+        best = max(rates, key=lambda b: (rates[b], -b))
+        estimate = {"rates": {b: float(v) for b, v in rates.items()}, "beta": beta,
+                    "round_seconds": float(order_stats[K - best - 1] + overhead)}
+        return RoundPlan(wait_for=K - best, late="drop", n_backup=best,
+                         max_used=K - best, estimate=estimate)
+
+    def progress_exponent(self):
+        """``β`` of the progress model ``Δlog(gap) ∝ f^β`` (1 until it can be told)."""
+        recs = list(self.records)
+        pts = []
+        for a, b in zip(recs[:-1], recs[1:]):
+            if b.round_id != a.round_id + 1 or not (a.gap > 0 and b.gap > 0):
+                continue
+            fall = math.log(a.gap) - math.log(b.gap)
+            f = a.fraction_updated
+            if fall > 0 and f > 0:
+                pts.append((math.log(f), math.log(fall)))
+        if len(pts) < 4:
+            return 1.0
+        lf, lp = np.array(pts).T
+        if np.ptp(lf) < math.log(1.15):
+            return 1.0
+        slope = np.polyfit(lf, lp, 1)[0]
+        return float(np.clip(slope, 0.5, 2.0))
+
+
+class PreemptPolicy(StragglerPolicy):
+    """Preemption with partial work: stop the stragglers, keep what they did.
+
+    The round is cut once a ``fraction`` of the workers have returned and a
+    further ``slack`` of that time has passed, or at a ``deadline`` of
+    ``deadline_factor`` times the median recent round time, whichever comes
+    first.  The workers still running are told to stop; they stop at their
+    next check of the stop flag (every 1,024 coordinate steps) and their
+    partial work is added with the rest.  An SDCA step never lowers the
+    local objective, so partial work is always safe to add; since every
+    result may be added, ``σ′ = γ K``.
+
+    Parameters
+    ----------
+    fraction : float
+        Share of the workers whose results start the countdown, in (0, 1].
+    slack : float
+        The cut comes at ``(1 + slack) ×`` the time the ``fraction`` was in.
+    deadline_factor : float or None
+        Cut at the latest at this many times the median per-worker round time
+        of the last ``window`` rounds; None for no deadline.
+    window : int
+
+    Examples
+    --------
+    >>> from daskelastic.policies import PreemptPolicy
+    >>> plan = PreemptPolicy(fraction=0.5, slack=0.2).plan(4)
+    >>> plan.wait_for, plan.late, plan.slack
+    (2, 'preempt', 0.2)
+    """
+
+    name = "preempt"
+
+    def __init__(self, fraction=0.5, slack=0.2, deadline_factor=2.0, window=10):
+        super().__init__(window)
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+        if slack < 0:
+            raise ValueError(f"slack must be >= 0, got {slack}")
+        if deadline_factor is not None and deadline_factor <= 0:
+            raise ValueError(f"deadline_factor must be positive, got {deadline_factor}")
+        self.fraction = float(fraction)
+        self.slack = float(slack)
+        self.deadline_factor = deadline_factor
+
+    def plan(self, n_workers):
+        wait_for = max(1, math.ceil(self.fraction * n_workers))
+        deadline = None
+        if self.deadline_factor is not None and self.records:
+            typical = float(np.median([np.median(list(r.full_time.values()))
+                                       for r in self.records if r.full_time]))
+            deadline = self.deadline_factor * typical
+        return RoundPlan(wait_for=wait_for, late="preempt", slack=self.slack,
+                         deadline=deadline, max_used=n_workers,
+                         estimate={} if deadline is None else {"deadline": deadline})
+
+
+def _overhead(record):
+    """Seconds of a round beyond the arrival of the last result it used."""
+    used = [record.arrival[k] for k, f in record.used.items() if f > 0]
+    last = max(used) if used else 0.0
+    return max(record.duration - last, 0.0)
+
+
+#: Policy names accepted by ``straggler_policy``.
+STRAGGLER_POLICIES = {"wait": WaitPolicy, "backup": BackupPolicy,
+                      "dynamic": DynamicBackupPolicy, "preempt": PreemptPolicy}
+
+
+def make_straggler_policy(spec, n_backup=None):
+    """A fresh :class:`StragglerPolicy` from a name or an instance.
+
+    Parameters
+    ----------
+    spec : str or StragglerPolicy
+        One of ``STRAGGLER_POLICIES`` or a policy instance (copied, so a fit
+        does not change the caller's object).
+    n_backup : int, optional
+        ``b`` of ``"backup"`` (default 1); an error with any other policy.
+
+    Returns
+    -------
+    StragglerPolicy
+
+    Examples
+    --------
+    >>> from daskelastic.policies import make_straggler_policy
+    >>> make_straggler_policy("backup", n_backup=2).n_backup
+    2
+    """
+    import copy
+
+    if isinstance(spec, StragglerPolicy):
+        if n_backup is not None:
+            raise ValueError("n_backup applies to straggler_policy='backup' only")
+        policy = copy.deepcopy(spec)
+        policy.reset()
+        return policy
+    if spec not in STRAGGLER_POLICIES:
+        raise ValueError(f"straggler_policy must be one of {sorted(STRAGGLER_POLICIES)} "
+                         f"or a StragglerPolicy instance, got {spec!r}")
+    if spec == "backup":
+        return BackupPolicy(n_backup=1 if n_backup is None else n_backup)
+    if n_backup is not None:
+        raise ValueError(f"n_backup applies to straggler_policy='backup' only, "
+                         f"not {spec!r}")
+    return STRAGGLER_POLICIES[spec]()

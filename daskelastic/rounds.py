@@ -1,0 +1,132 @@
+"""One round, carried out on a backend as its :class:`~daskelastic.policies.RoundPlan` says.
+
+Start the local solvers on every worker; collect results as they arrive;
+once the plan's cut comes (enough results, a slack after them, or a
+deadline), tell the workers still running to stop, and collect them too —
+they stop at their next check of the stop flag and still report the gap sums
+of their rows, so the round is fully certified.  Which results are *added*
+(all on time, plus the late ones' partial work under ``late="preempt"``) and
+which are *dropped* is the outcome.
+
+The clock is the backend's (:meth:`~daskelastic.driver.Backend.clock`): wall
+time on real workers, virtual time on a simulated cluster.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["RoundOutcome", "run_planned_round"]
+
+#: Extrapolated round times are capped at this multiple of the median arrival.
+_MAX_EXTRAPOLATION = 100.0
+
+
+@dataclass
+class RoundOutcome:
+    """What a round produced.
+
+    Attributes
+    ----------
+    results : dict
+        ``{worker: LocalResult}`` of every worker (late ones included).
+    used, dropped, preempted : set
+        Workers whose work is added, discarded, and added although stopped
+        early (a subset of ``used``).
+    arrival : dict
+        ``{worker: seconds}`` from the start to the arrival of each result.
+    full_time : dict
+        ``{worker: seconds}`` each worker needed or would have needed.
+    cut : float or None
+        Seconds after the start when the late workers were told to stop.
+    start : float
+        The backend clock at the round's start.
+    """
+
+    results: dict
+    used: set
+    dropped: set
+    preempted: set
+    arrival: dict
+    full_time: dict
+    cut: float
+    start: float
+
+    def used_fraction(self):
+        """``{worker: share of its step budget whose work is added}``."""
+        out = {}
+        for k, r in self.results.items():
+            if k not in self.used:
+                out[k] = 0.0
+            elif r.budget > 0:
+                out[k] = min(r.steps / r.budget, 1.0)
+            else:
+                out[k] = 1.0
+        return out
+
+
+def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sigma,
+                      steps, seed, slowdowns=None):
+    """Run one round on ``backend`` following ``plan``; return a :class:`RoundOutcome`.
+
+    The arguments after ``plan`` are those of
+    :meth:`daskelastic.driver.Backend.start_round`.
+    """
+    workers = list(backend.workers())
+    K = len(workers)
+    t0 = backend.clock()
+    backend.start_round(round_id, w, settlements, inv_lam_n=inv_lam_n, sigma=sigma,
+                        steps=steps, seed=seed, slowdowns=slowdowns)
+    results, arrival = {}, {}
+    wait_for = min(max(int(plan.wait_for), 1), K)
+    cut_at = plan.deadline
+    while len(results) < K:
+        now = backend.clock() - t0
+        if cut_at is not None and now >= cut_at:
+            break
+        new = backend.wait_results(None if cut_at is None else cut_at - now)
+        t = backend.clock() - t0
+        for k, r in new.items():
+            results[k] = r
+            arrival[k] = t
+        if len(results) >= wait_for:
+            t_q = sorted(arrival.values())[wait_for - 1]
+            cut = t_q * (1.0 + plan.slack)
+            cut_at = cut if cut_at is None else min(cut_at, cut)
+    on_time = set(results)
+    late = [k for k in workers if k not in on_time]
+    cut = None
+    if late:
+        cut = backend.clock() - t0
+        backend.stop_round(round_id, late)
+        while len(results) < K:
+            new = backend.wait_results(None)
+            t = backend.clock() - t0
+            for k, r in new.items():
+                results[k] = r
+                arrival[k] = t
+    if plan.late == "preempt":
+        used = set(results)
+        dropped = set()
+    else:
+        used = on_time
+        dropped = set(late)
+    preempted = {k for k in used if results[k].stopped}
+    return RoundOutcome(results, used, dropped, preempted, arrival,
+                        _full_times(results, arrival), cut, t0)
+
+
+def _full_times(results, arrival):
+    """Seconds each worker needed, or would have needed, for its whole budget."""
+    done = [arrival[k] for k, r in results.items() if not r.stopped]
+    cap = _MAX_EXTRAPOLATION * (float(np.median(done)) if done
+                                else max(arrival.values(), default=0.0))
+    out = {}
+    for k, r in results.items():
+        if not r.stopped or r.budget == 0:
+            out[k] = arrival[k]
+            continue
+        transfer = max(arrival[k] - r.seconds, 0.0)
+        estimate = transfer + r.seconds * r.budget / max(r.steps, 1)
+        out[k] = min(estimate, cap) if cap > 0 else estimate
+    return out

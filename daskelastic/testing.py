@@ -1,0 +1,176 @@
+"""Tools for tests, benchmarks and users: straggler injection on a real cluster.
+
+A straggler model decides, each round, how much slower than normal each
+worker runs.  Inside :func:`inject_stragglers` every fit in the current
+context (thread or task) passes those factors to its workers, whose local
+solvers then run their step budget in slices and sleep ``factor − 1`` times
+each slice's compute time after it — waking at once when told to stop, so a
+preempted straggler keeps the work it did.  The factors depend only on the
+seed, the round and the sorted worker list, so a benchmark is reproducible.
+
+Examples
+--------
+>>> import numpy as np
+>>> from daskelastic.testing import RandomSlowdown
+>>> model = RandomSlowdown(factor=4.0, probability=1.0, seed=0)
+>>> f = model.factors(0, ["w0", "w1", "w2", "w3"])
+>>> sorted(f.values())
+[1.0, 1.0, 1.0, 4.0]
+"""
+
+import contextlib
+
+import numpy as np
+
+from .driver import INJECTED_SLOWDOWN
+
+__all__ = ["StragglerModel", "FixedSlowdown", "RandomSlowdown", "HeavyTailSlowdown",
+           "inject_stragglers"]
+
+
+class StragglerModel:
+    """Base class: ``factors(round_id, workers)`` → ``{worker: slowdown ≥ 1}``."""
+
+    def factors(self, round_id, workers):
+        """The slowdown of each worker in round ``round_id``."""
+        raise NotImplementedError
+
+    def _rng(self, round_id):
+        return np.random.default_rng([int(self.seed), int(round_id)])
+
+
+class FixedSlowdown(StragglerModel):
+    """Chosen workers are slower by a fixed factor in every round.
+
+    Parameters
+    ----------
+    workers : list of int or str
+        Positions in the sorted worker list, or worker addresses.
+    factor : float
+        Slowdown (``4`` = four times slower).
+
+    Examples
+    --------
+    >>> from daskelastic.testing import FixedSlowdown
+    >>> FixedSlowdown([1], factor=2.0).factors(0, ["a", "b", "c"])
+    {'a': 1.0, 'b': 2.0, 'c': 1.0}
+    """
+
+    def __init__(self, workers, factor=2.0):
+        if factor < 1:
+            raise ValueError(f"factor must be >= 1, got {factor}")
+        self.workers = list(workers)
+        self.factor = float(factor)
+        self.seed = 0
+
+    def factors(self, round_id, workers):
+        ordered = sorted(workers)
+        slow = set()
+        for w in self.workers:
+            if not isinstance(w, (int, np.integer)):
+                slow.add(w)
+            elif 0 <= w < len(ordered):
+                slow.add(ordered[w])
+        return {w: (self.factor if w in slow else 1.0) for w in ordered}
+
+
+class RandomSlowdown(StragglerModel):
+    """Each round, with a given probability, one random worker is slower.
+
+    Parameters
+    ----------
+    factor : float
+        Slowdown of the chosen worker.
+    probability : float
+        Chance that a round has a straggler at all.
+    seed : int
+
+    Examples
+    --------
+    >>> from daskelastic.testing import RandomSlowdown
+    >>> m = RandomSlowdown(factor=4.0, seed=1)
+    >>> m.factors(3, ["a", "b"]) == m.factors(3, ["b", "a"])   # reproducible
+    True
+    """
+
+    def __init__(self, factor=4.0, probability=1.0, seed=0):
+        if factor < 1:
+            raise ValueError(f"factor must be >= 1, got {factor}")
+        if not 0.0 <= probability <= 1.0:
+            raise ValueError(f"probability must be in [0, 1], got {probability}")
+        self.factor = float(factor)
+        self.probability = float(probability)
+        self.seed = seed
+
+    def factors(self, round_id, workers):
+        ordered = sorted(workers)
+        out = dict.fromkeys(ordered, 1.0)
+        rng = self._rng(round_id)
+        if ordered and rng.random() < self.probability:
+            out[ordered[rng.integers(len(ordered))]] = self.factor
+        return out
+
+
+class HeavyTailSlowdown(StragglerModel):
+    """Every worker, every round, draws a Pareto-distributed slowdown.
+
+    ``factor = min(cap, (1 − U)^(−1/shape))`` with ``U`` uniform: most rounds
+    run at nearly full speed, and occasionally a worker is many times slower
+    (with ``shape=1.5``, ``P(factor > 4) = 12.5%`` and
+    ``P(factor > 20) = 1.1%`` per worker and round).
+
+    Parameters
+    ----------
+    shape : float
+        Pareto tail index; smaller is heavier.
+    cap : float
+        Largest slowdown.
+    seed : int
+
+    Examples
+    --------
+    >>> from daskelastic.testing import HeavyTailSlowdown
+    >>> f = HeavyTailSlowdown(seed=0).factors(0, ["a", "b", "c"])
+    >>> all(v >= 1.0 for v in f.values())
+    True
+    """
+
+    def __init__(self, shape=1.5, cap=50.0, seed=0):
+        if shape <= 0:
+            raise ValueError(f"shape must be positive, got {shape}")
+        if cap < 1:
+            raise ValueError(f"cap must be >= 1, got {cap}")
+        self.shape = float(shape)
+        self.cap = float(cap)
+        self.seed = seed
+
+    def factors(self, round_id, workers):
+        ordered = sorted(workers)
+        u = self._rng(round_id).random(len(ordered))
+        f = np.minimum(self.cap, (1.0 - u) ** (-1.0 / self.shape))
+        return {w: float(x) for w, x in zip(ordered, f)}
+
+
+@contextlib.contextmanager
+def inject_stragglers(model):
+    """Slow workers down as ``model`` says in every fit inside the ``with`` block.
+
+    Works with fits on a Dask cluster (the workers sleep) and, once it exists,
+    on a simulated cluster (virtual time); in-process fits ignore it.
+
+    Parameters
+    ----------
+    model : StragglerModel or None
+        None turns injection off inside the block.
+
+    Examples
+    --------
+    >>> from daskelastic.testing import RandomSlowdown, inject_stragglers
+    >>> with inject_stragglers(RandomSlowdown(factor=4.0, seed=0)):
+    ...     pass   # clf.fit(X, y) here runs with one worker 4x slower per round
+    """
+    token = INJECTED_SLOWDOWN.set(model)
+    try:
+        yield model
+    finally:
+        INJECTED_SLOWDOWN.reset(token)

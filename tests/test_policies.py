@@ -1,0 +1,157 @@
+"""Straggler policies as pure decision code: no cluster, numbers in, a plan out."""
+
+import math
+
+import numpy as np
+import pytest
+
+from daskelastic.policies import (
+    BackupPolicy,
+    DynamicBackupPolicy,
+    PreemptPolicy,
+    RoundRecord,
+    WaitPolicy,
+    make_straggler_policy,
+)
+
+
+def _record(round_id, times, gap, used=None, rows=1000, duration=None, n_backup=0):
+    workers = [f"w{k}" for k in range(len(times))]
+    full = dict(zip(workers, times))
+    used = used or dict.fromkeys(workers, 1.0)
+    return RoundRecord(round_id=round_id, arrival=dict(full), full_time=full,
+                       used=used, rows=dict.fromkeys(workers, rows), cut=None,
+                       duration=(max(times) if duration is None else duration) + 0.01,
+                       gap=gap, n_backup=n_backup)
+
+
+def _random_straggler_rounds(n_rounds, K=4, factor=4.0, seed=0):
+    rng = np.random.default_rng(seed)
+    for r in range(n_rounds):
+        times = 1.0 + 0.05 * rng.random(K)
+        times[rng.integers(K)] *= factor
+        yield _record(r, list(times), gap=0.5 ** r)
+
+
+def test_wait_plans_every_result():
+    plan = WaitPolicy().plan(5)
+    assert (plan.wait_for, plan.late, plan.n_backup, plan.max_used) == (5, "drop", 0, 5)
+
+
+@pytest.mark.parametrize("b, K, wait_for", [(1, 4, 3), (3, 4, 1), (9, 4, 1), (0, 4, 4)])
+def test_backup_waits_for_the_fastest_k_minus_b(b, K, wait_for):
+    plan = BackupPolicy(n_backup=b).plan(K)
+    assert plan.wait_for == wait_for and plan.late == "drop"
+    assert plan.max_used == wait_for  # σ′ sized for the results that can be added
+
+
+def test_dynamic_waits_for_everyone_before_it_has_seen_a_round():
+    assert DynamicBackupPolicy().plan(4).wait_for == 4
+
+
+def test_dynamic_drops_the_one_random_straggler_per_round():
+    policy = DynamicBackupPolicy()
+    for rec in _random_straggler_rounds(8):
+        policy.observe(rec)
+    plan = policy.plan(4)
+    assert plan.n_backup == 1 and plan.wait_for == 3
+    rates = plan.estimate["rates"]
+    assert rates[1] == max(rates.values())
+    assert plan.estimate["round_seconds"] == pytest.approx(1.05, abs=0.06)
+
+
+def test_dynamic_waits_for_all_without_stragglers():
+    policy = DynamicBackupPolicy()
+    rng = np.random.default_rng(1)
+    for r in range(8):
+        policy.observe(_record(r, list(1.0 + 0.05 * rng.random(4)), gap=0.5 ** r))
+    assert policy.plan(4).n_backup == 0
+
+
+def test_dynamic_backs_up_two_when_two_workers_straggle():
+    policy = DynamicBackupPolicy()
+    for r in range(6):
+        policy.observe(_record(r, [1.0, 1.02, 5.0, 6.0], gap=0.5 ** r))
+    assert policy.plan(4).n_backup == 2
+
+
+def test_dynamic_respects_max_backup():
+    policy = DynamicBackupPolicy(max_backup=0)
+    for r in range(6):
+        policy.observe(_record(r, [1.0, 1.02, 5.0, 6.0], gap=0.5 ** r))
+    plan = policy.plan(4)
+    assert plan.n_backup == 0 and list(plan.estimate["rates"]) == [0]
+
+
+def test_progress_exponent_is_fitted_from_the_gap_falls():
+    policy = DynamicBackupPolicy(window=20)
+    gap = 1.0
+    for r, f in enumerate([1.0, 0.5, 0.75, 0.25, 1.0, 0.5, 0.75, 0.25]):
+        used = {"w0": 1.0, "w1": 1.0, "w2": f, "w3": f}
+        policy.observe(_record(r, [1.0] * 4, gap=gap, used=used))
+        share = (2 + 2 * f) / 4
+        gap *= math.exp(-0.3 * share ** 2)   # progress ∝ f²
+    assert policy.progress_exponent() == pytest.approx(2.0, abs=0.05)
+
+
+def test_progress_exponent_defaults_to_one_without_variation():
+    policy = DynamicBackupPolicy()
+    for rec in (_record(r, [1.0] * 4, gap=0.5 ** r) for r in range(8)):
+        policy.observe(rec)
+    assert policy.progress_exponent() == 1.0
+
+
+def test_preempt_plans_a_cut_after_half_the_workers_plus_slack():
+    plan = PreemptPolicy(fraction=0.5, slack=0.2).plan(5)
+    assert (plan.wait_for, plan.late, plan.slack, plan.deadline) == (3, "preempt", 0.2, None)
+    assert plan.max_used == 5   # every result may be added: σ′ = γ K
+
+
+def test_preempt_deadline_follows_recent_round_times():
+    policy = PreemptPolicy(deadline_factor=2.0)
+    for rec in _random_straggler_rounds(5):
+        policy.observe(rec)
+    assert policy.plan(4).deadline == pytest.approx(2.0 * 1.03, abs=0.05)
+
+
+def test_fraction_updated_counts_stopped_work_pro_rata():
+    rec = _record(0, [1.0, 1.0], gap=1.0, used={"w0": 1.0, "w1": 0.25})
+    assert rec.fraction_updated == pytest.approx(0.625)
+
+
+def test_records_are_kept_for_a_window():
+    policy = PreemptPolicy(window=3)
+    for rec in _random_straggler_rounds(10):
+        policy.observe(rec)
+    assert [r.round_id for r in policy.records] == [7, 8, 9]
+
+
+def test_make_policy_copies_an_instance_and_forgets_its_rounds():
+    mine = DynamicBackupPolicy(max_backup=2)
+    mine.observe(_record(0, [1.0, 2.0], gap=1.0))
+    policy = make_straggler_policy(mine)
+    assert policy is not mine and policy.max_backup == 2 and not policy.records
+    assert len(mine.records) == 1
+
+
+@pytest.mark.parametrize("spec, kwargs, match", [
+    ("fastest", {}, "straggler_policy must be one of"),
+    ("preempt", {"n_backup": 1}, "n_backup applies to"),
+    (WaitPolicy(), {"n_backup": 1}, "n_backup applies to"),
+])
+def test_make_policy_rejects_bad_input(spec, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_straggler_policy(spec, **kwargs)
+
+
+@pytest.mark.parametrize("factory, match", [
+    (lambda: BackupPolicy(n_backup=-1), "n_backup"),
+    (lambda: PreemptPolicy(fraction=0.0), "fraction"),
+    (lambda: PreemptPolicy(slack=-1), "slack"),
+    (lambda: PreemptPolicy(deadline_factor=0), "deadline_factor"),
+    (lambda: DynamicBackupPolicy(max_backup=-2), "max_backup"),
+    (lambda: WaitPolicy(window=0), "window"),
+])
+def test_policy_parameters_are_validated(factory, match):
+    with pytest.raises(ValueError, match=match):
+        factory()

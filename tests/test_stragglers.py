@@ -1,0 +1,191 @@
+"""Stragglers on a real LocalCluster: deadlines, dropped and preempted work, injection."""
+
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import daskelastic as de
+from daskelastic.backends.dask import DaskBackend
+from daskelastic.driver import Problem, run_cocoa
+from daskelastic.losses import loss_code
+from daskelastic.objective import lambda_from_C
+from daskelastic.placement import make_chunks, split_rows
+from daskelastic.policies import BackupPolicy, DynamicBackupPolicy, PreemptPolicy
+from daskelastic.testing import (
+    FixedSlowdown,
+    HeavyTailSlowdown,
+    RandomSlowdown,
+    inject_stragglers,
+)
+
+
+@pytest.fixture(scope="module")
+def table(flights_small):
+    """4,000 real flights, one-hot CSR."""
+    X, y = flights_small
+    return X[:4000], y[:4000]
+
+
+def _backend(client, X, y, loss="logistic", C=0.5, chunks=6, transport=None):
+    n, d = X.shape
+    problem = Problem(loss_code(loss), lambda_from_C(C, n), n, d, 1, 1.0)
+    backend = DaskBackend(client, problem, transport=transport)
+    Y = np.where(y == 1, 1.0, -1.0)[:, None]
+    backend.load_chunks(make_chunks(X, Y, np.ones(n), split_rows(n, n_chunks=chunks),
+                                    shuffle=0))
+    return problem, backend
+
+
+@pytest.mark.parametrize("policy", [BackupPolicy(n_backup=1), PreemptPolicy(slack=0.0)],
+                         ids=["backup-drops", "preempt-keeps-partial-work"])
+def test_invariants_hold_after_dropped_and_preempted_rounds(table, client, policy):
+    """Invariants 1 and 2 at every round boundary, with one worker 30x slower."""
+    X, y = table
+    problem, backend = _backend(client, X, y)
+    errors, chunk_sets = [], []
+
+    def check(round_id, w, backend, v, inv_lam_n):
+        errors.append(np.abs(backend.alpha_sum() * inv_lam_n - v).max()
+                      / max(1.0, np.abs(v).max()))
+        alpha = backend.gather_alpha()
+        chunk_sets.append((sorted(alpha), sum(a.shape[0] for a in alpha.values())))
+
+    try:
+        with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([1], factor=30.0)):
+            warnings.simplefilter("ignore")
+            result = run_cocoa(backend, problem, tol=1e-8, max_iter=8, round_hook=check,
+                               straggler_policy=policy)
+    finally:
+        backend.close()
+    history = result.history[:-1]  # the last round only certifies
+    assert max(errors) < 1e-12
+    assert all(c == (list(range(6)), X.shape[0]) for c in chunk_sets)
+    if isinstance(policy, BackupPolicy):
+        assert all(h["n_dropped"] == 1 and h["n_used"] == 1 for h in history)
+        assert all(h["n_preempted"] == 0 for h in history)
+    else:
+        assert all(h["n_dropped"] == 0 and h["n_used"] == 2 for h in history)
+        assert sum(h["n_preempted"] for h in history) >= len(history) - 1
+    statuses = {s for h in history for s in h["worker_status"].values()}
+    assert statuses == ({"used", "dropped"} if isinstance(policy, BackupPolicy)
+                        else {"used", "preempted"})
+
+
+def test_a_dropped_result_leaves_its_chunks_dual_state_unchanged(table, client):
+    X, y = table
+    problem, backend = _backend(client, X, y)
+    snapshots = []
+    try:
+        with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([1], factor=30.0)):
+            warnings.simplefilter("ignore")
+            run_cocoa(backend, problem, tol=1e-8, max_iter=4,
+                      round_hook=lambda *a: snapshots.append(backend.gather_alpha()),
+                      straggler_policy=BackupPolicy(n_backup=1))
+        slow_worker = sorted(backend.workers())[1]
+        slow_chunks = backend.placement[slow_worker]
+    finally:
+        backend.close()
+    for cid in slow_chunks:
+        assert all(np.all(s[cid] == 0.0) for s in snapshots)
+    fast = [c for c in snapshots[-1] if c not in slow_chunks]
+    assert any(np.any(snapshots[-1][c] != 0.0) for c in fast)
+
+
+@pytest.mark.parametrize("transport", ["actor", "task"])
+def test_a_stop_reaches_a_running_numba_solver_within_50_ms(table, client, transport):
+    X, y = table
+    problem, backend = _backend(client, X, y, transport=transport)
+    try:
+        warm = backend.run_round(0, problem.zeros(), {}, inv_lam_n=problem.inv_lam_n,
+                                 sigma=2.0, steps=20_000, seed=0)  # actors, kernels
+        backend.settle({k: (0, None) for k in backend.workers()})
+        rate = min(r.steps / r.seconds for r in warm.values())
+        budget = int(2.0 * rate)                # about two seconds of work
+        backend.start_round(1, problem.zeros(), {}, inv_lam_n=problem.inv_lam_n,
+                            sigma=2.0, steps=budget, seed=0)
+        time.sleep(0.3)
+        t_stop = time.perf_counter()
+        backend.stop_round(1, backend.workers())
+        results = {}
+        while len(results) < 2:
+            results.update(backend.wait_results(None))
+        round_trip = time.perf_counter() - t_stop
+        backend.settle({k: (1, None) for k in results})
+    finally:
+        backend.close()
+    for r in results.values():
+        assert r.stopped and 0 < r.steps < budget
+        assert r.stop_latency < 0.05       # measured on the worker: request → return
+    assert round_trip < 1.0
+
+
+def test_late_workers_do_not_hold_the_next_round(table, client):
+    """A 50x straggler is stopped at the cut: rounds last about a fast worker's time."""
+    X, y = table
+    clf = de.LogisticRegression(C=0.5, tol=1e-8, max_iter=6, backend="dask",
+                                straggler_policy="backup", n_backup=1)
+    with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([0], factor=50.0)):
+        warnings.simplefilter("ignore")
+        clf.fit(X, y)
+    for h in clf.history_[1:-1]:
+        fast = min(h["worker_arrival"].values())
+        assert h["round_seconds"] < 10 * fast + 0.05
+        assert h["n_dropped"] == 1
+
+
+@pytest.mark.parametrize("policy", ["wait", "backup", "dynamic", "preempt"])
+def test_every_policy_reaches_the_synchronous_optimum(table, client, policy):
+    """The objective under stragglers matches the synchronous optimum to 1e-4."""
+    X, y = table
+    ref = de.LogisticRegression(C=0.5, tol=1e-7, max_iter=2000,
+                                backend="inprocess").fit(X, y)
+    p_star = ref.history_[-1]["primal"]
+    clf = de.LogisticRegression(C=0.5, tol=1e-5, max_iter=2000, backend="dask",
+                                straggler_policy=policy, random_state=0)
+    with inject_stragglers(RandomSlowdown(factor=4.0, seed=1)):
+        clf.fit(X, y)
+    primal = clf.history_[-1]["primal"]
+    assert clf.duality_gap_ <= 1e-5
+    assert abs(primal - p_star) / p_star <= 1e-4
+    np.testing.assert_allclose(clf.coef_, ref.coef_, atol=5e-2)
+
+
+def test_history_records_the_policys_choices(table, client):
+    X, y = table
+    clf = de.LinearSVC(C=0.5, tol=1e-4, max_iter=200, backend="dask",
+                       straggler_policy=DynamicBackupPolicy(warmup=2))
+    with inject_stragglers(FixedSlowdown([1], factor=20.0)):
+        clf.fit(X, y)
+    h = clf.history_
+    assert [e["policy"] for e in h[:-1]] == ["dynamic"] * (len(h) - 1)
+    assert h[0]["n_backup"] == 0 and h[0]["policy_estimate"] == {"reason": "warm-up"}
+    chosen = [e["n_backup"] for e in h[2:-1]]
+    assert chosen and all(b == 1 for b in chosen)
+    assert all(set(e["policy_estimate"]["rates"]) == {0, 1} for e in h[2:-1])
+    assert all(len(e["worker_seconds"]) == 2 for e in h)
+
+
+def test_injected_slowdowns_are_seeded_and_reproducible():
+    workers = [f"tcp://127.0.0.1:{p}" for p in (4001, 4002, 4003, 4004)]
+    for model in (RandomSlowdown(factor=4.0, seed=7), HeavyTailSlowdown(seed=7)):
+        runs = [[model.factors(r, workers) for r in range(50)] for _ in range(2)]
+        assert runs[0] == runs[1]
+    random4 = [RandomSlowdown(factor=4.0, seed=7).factors(r, workers) for r in range(200)]
+    assert all(sorted(f.values()) == [1.0, 1.0, 1.0, 4.0] for f in random4)
+    chosen = {max(f, key=f.get) for f in random4}
+    assert chosen == set(workers)        # every worker is the straggler some time
+    heavy = np.array([list(HeavyTailSlowdown(seed=3).factors(r, workers).values())
+                      for r in range(2000)]).ravel()
+    assert 0.08 < np.mean(heavy > 4) < 0.17 and 0.004 < np.mean(heavy > 20) < 0.02
+
+
+def test_straggler_parameters_are_validated(table):
+    X, y = table
+    with pytest.raises(ValueError, match="straggler_policy"):
+        de.LogisticRegression(straggler_policy="fastest").fit(X, y)
+    with pytest.raises(ValueError, match="n_backup applies"):
+        de.LogisticRegression(straggler_policy="preempt", n_backup=2).fit(X, y)
+    with pytest.raises(ValueError, match="factor"):
+        RandomSlowdown(factor=0.5)
