@@ -253,6 +253,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     w_outer_prev, p_outer_prev, inner_start, inner_rounds = None, np.inf, None, 0
     history = []
     settlements = {}
+    drop_streak = {}           # worker -> rounds in a row its work was dropped
     converged = stop_requested = False
     objective = None
     n_iter = n_outer = 0
@@ -265,10 +266,13 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         sig = gamma * (plan.max_used or K) if sigma is None else float(sigma)
         w = v + shift
         slowdowns = None if injection is None else injection.factors(round_id, workers)
+        required = () if plan.max_drops is None else \
+            {k for k in workers if drop_streak.get(k, 0) >= plan.max_drops}
         outcome = run_planned_round(backend, plan, round_id, w, settlements,
                                     inv_lam_n=inv_lam_n, sigma=sig,
                                     steps=0 if last else local_steps, seed=seed,
-                                    slowdowns=slowdowns)
+                                    slowdowns=slowdowns, required=required,
+                                    drop_streak=drop_streak)
         results = outcome.results
         used = set() if last else outcome.used
         loss_sum = sum(r.loss_sum for r in results.values())
@@ -310,6 +314,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         if converged or last or stop_requested:
             backend.settle({k: (round_id, None) for k in results})
             break
+        drop_streak = {k: 0 if k in used else drop_streak.get(k, 0) + 1 for k in results}
         v = v + gamma * sum(results[k].dw for k in used)
         settlements = {k: (round_id, gamma if k in used else None) for k in results}
         n_iter = round_id + 1

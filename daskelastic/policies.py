@@ -65,6 +65,12 @@ class RoundPlan:
         sizes the CoCoA+ subproblem parameter ``σ′ = γ · max_used`` with it.
     estimate : dict
         What the policy estimated when choosing (recorded in the history).
+    max_drops : int or None
+        A worker whose work was dropped this many rounds in a row is waited
+        for in the next round, and its result is added.  Without this, a
+        persistently slow worker's rows would never be updated again and the
+        fit would stall short of the optimum (unlike SGD workers, CoCoA+
+        workers own their rows).  None turns the guard off.
     """
 
     wait_for: int
@@ -74,6 +80,7 @@ class RoundPlan:
     n_backup: int = 0
     max_used: int = None
     estimate: dict = field(default_factory=dict)
+    max_drops: int = 3
 
 
 @dataclass

@@ -66,11 +66,18 @@ class RoundOutcome:
 
 
 def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sigma,
-                      steps, seed, slowdowns=None):
+                      steps, seed, slowdowns=None, required=(), drop_streak=None):
     """Run one round on ``backend`` following ``plan``; return a :class:`RoundOutcome`.
 
-    The arguments after ``plan`` are those of
-    :meth:`daskelastic.driver.Backend.start_round`.
+    The arguments from ``round_id`` to ``slowdowns`` are those of
+    :meth:`daskelastic.driver.Backend.start_round`.  ``required`` workers are
+    waited for (the cut comes only once their results are in) and their
+    results are added.  When more results than ``plan.max_used`` are in at the
+    cut, the required ones, then those dropped most often in a row
+    (``drop_streak``: ``{worker: rounds}``), then the first to arrive (results
+    that arrived together take turns) are added, and the rest dropped:
+    adding more results than the subproblems' ``σ′`` was sized for would not
+    be safe.
     """
     workers = list(backend.workers())
     K = len(workers)
@@ -79,6 +86,7 @@ def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sig
                         steps=steps, seed=seed, slowdowns=slowdowns)
     results, arrival = {}, {}
     wait_for = min(max(int(plan.wait_for), 1), K)
+    required = set(required) & set(workers)
     cut_at = plan.deadline
     while len(results) < K:
         now = backend.clock() - t0
@@ -89,9 +97,10 @@ def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sig
         for k, r in new.items():
             results[k] = r
             arrival[k] = t
-        if len(results) >= wait_for:
+        if len(results) >= wait_for and required <= set(results):
             t_q = sorted(arrival.values())[wait_for - 1]
-            cut = t_q * (1.0 + plan.slack)
+            cut = max(t_q * (1.0 + plan.slack), max((arrival[k] for k in required),
+                                                      default=0.0))
             cut_at = cut if cut_at is None else min(cut_at, cut)
     on_time = set(results)
     late = [k for k in workers if k not in on_time]
@@ -107,10 +116,17 @@ def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sig
                 arrival[k] = t
     if plan.late == "preempt":
         used = set(results)
-        dropped = set()
     else:
         used = on_time
-        dropped = set(late)
+    max_used = K if plan.max_used is None else max(int(plan.max_used), 1)
+    if len(used) > max_used:
+        streak = drop_streak or {}
+        # ties (results that arrived together) take turns, round by round
+        turn = {k: (i - round_id) % K for i, k in enumerate(sorted(workers, key=str))}
+        ranked = sorted(used, key=lambda k: (k not in required, -streak.get(k, 0),
+                                             arrival[k], turn[k]))
+        used = set(ranked[:max_used])
+    dropped = set(results) - used
     preempted = {k for k in used if results[k].stopped}
     return RoundOutcome(results, used, dropped, preempted, arrival,
                         _full_times(results, arrival), cut, t0)

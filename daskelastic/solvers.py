@@ -448,6 +448,12 @@ class ChunkSolver:
         visits = _visit_order(rng, n, budget)   # max(budget, n) row indices
         order = visits[:budget]
         done = 0
+        if slowdown > 1.0 and budget > 0 and n > 0:
+            # load or compile the kernel first: a slowdown multiplies compute
+            # time, not a one-off start-up cost
+            sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=self.loss, inv_lam_n=inv_lam_n,
+                       sigma=sigma, intercept_scaling=self.intercept_scaling,
+                       order=order[:0], stop=self.stop, sums=sums, check_every=check_every)
         if budget > 0 and n > 0:
             n_slices = _SLOWDOWN_SLICES if slowdown > 1.0 else 1
             bounds = np.linspace(0, budget, n_slices + 1).astype(np.int64)

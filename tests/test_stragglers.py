@@ -65,6 +65,10 @@ def test_invariants_hold_after_dropped_and_preempted_rounds(table, client, polic
     if isinstance(policy, BackupPolicy):
         assert all(h["n_dropped"] == 1 and h["n_used"] == 1 for h in history)
         assert all(h["n_preempted"] == 0 for h in history)
+        slow = sorted(history[0]["worker_status"])[1]
+        status = "".join(h["worker_status"][slow][0] for h in history)  # "u" / "d"
+        # mostly dropped, but waited for after three drops in a row
+        assert "dddd" not in status and status.count("d") >= len(status) // 2
     else:
         assert all(h["n_dropped"] == 0 and h["n_used"] == 2 for h in history)
         assert sum(h["n_preempted"] for h in history) >= len(history) - 1
@@ -80,7 +84,9 @@ def test_a_dropped_result_leaves_its_chunks_dual_state_unchanged(table, client):
     try:
         with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([1], factor=30.0)):
             warnings.simplefilter("ignore")
-            run_cocoa(backend, problem, tol=1e-8, max_iter=4,
+            # three rounds: the slow worker's work is dropped in each (in a fourth
+            # it would be waited for, see the starvation guard)
+            run_cocoa(backend, problem, tol=1e-8, max_iter=3,
                       round_hook=lambda *a: snapshots.append(backend.gather_alpha()),
                       straggler_policy=BackupPolicy(n_backup=1))
         slow_worker = sorted(backend.workers())[1]
@@ -91,6 +97,33 @@ def test_a_dropped_result_leaves_its_chunks_dual_state_unchanged(table, client):
         assert all(np.all(s[cid] == 0.0) for s in snapshots)
     fast = [c for c in snapshots[-1] if c not in slow_chunks]
     assert any(np.any(snapshots[-1][c] != 0.0) for c in fast)
+
+
+def test_backup_never_starves_a_persistently_slow_workers_rows(table, client):
+    """CoCoA+ workers own their rows: a worker dropped every round would stall the fit."""
+    X, y = table
+    ref = de.LogisticRegression(C=0.5, tol=1e-7, max_iter=2000,
+                                backend="inprocess").fit(X, y)
+    clf = de.LogisticRegression(C=0.5, tol=1e-5, max_iter=2000, backend="dask",
+                                straggler_policy="backup", n_backup=1)
+    with inject_stragglers(FixedSlowdown([0], factor=4.0)):
+        clf.fit(X, y)
+    assert clf.duality_gap_ <= 1e-5
+    p_star = ref.history_[-1]["primal"]
+    assert abs(clf.history_[-1]["primal"] - p_star) / p_star <= 1e-4
+
+
+def test_no_more_results_are_added_than_sigma_was_sized_for(table):
+    """In-process every result arrives at once; backup b=1 still adds K − 1 of them."""
+    X, y = table
+    clf = de.LogisticRegression(C=0.5, tol=1e-5, max_iter=500, backend="inprocess",
+                                n_workers=4, straggler_policy="backup", n_backup=1).fit(X, y)
+    rounds = clf.history_[:-1]
+    assert all(h["n_used"] == 3 and h["n_dropped"] == 1 for h in rounds)
+    dropped = [next(k for k, s in h["worker_status"].items() if s == "dropped")
+               for h in rounds]
+    assert set(dropped[:8]) == {f"local-{k}" for k in range(4)}  # in turn, none starves
+    assert clf.duality_gap_ <= 1e-5
 
 
 @pytest.mark.parametrize("transport", ["actor", "task"])
@@ -124,15 +157,18 @@ def test_a_stop_reaches_a_running_numba_solver_within_50_ms(table, client, trans
 def test_late_workers_do_not_hold_the_next_round(table, client):
     """A 50x straggler is stopped at the cut: rounds last about a fast worker's time."""
     X, y = table
-    clf = de.LogisticRegression(C=0.5, tol=1e-8, max_iter=6, backend="dask",
-                                straggler_policy="backup", n_backup=1)
+    clf = de.LogisticRegression(C=0.5, tol=1e-8, max_iter=7, backend="dask",
+                                straggler_policy="backup", n_backup=1,
+                                local_steps=20 * X.shape[0])  # compute, not overhead
     with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([0], factor=50.0)):
         warnings.simplefilter("ignore")
         clf.fit(X, y)
-    for h in clf.history_[1:-1]:
-        fast = min(h["worker_arrival"].values())
-        assert h["round_seconds"] < 10 * fast + 0.05
-        assert h["n_dropped"] == 1
+    rounds = clf.history_[1:-1]
+    slow = sorted(rounds[0]["worker_status"])[0]
+    short = [h["round_seconds"] for h in rounds if h["worker_status"][slow] == "dropped"]
+    waited = [h["round_seconds"] for h in rounds if h["worker_status"][slow] == "used"]
+    assert len(short) >= 4 and len(waited) >= 1   # waited for once in four rounds
+    assert np.median(short) < 0.25 * np.median(waited)
 
 
 @pytest.mark.parametrize("policy", ["wait", "backup", "dynamic", "preempt"])
@@ -156,7 +192,7 @@ def test_history_records_the_policys_choices(table, client):
     X, y = table
     clf = de.LinearSVC(C=0.5, tol=1e-4, max_iter=200, backend="dask",
                        straggler_policy=DynamicBackupPolicy(warmup=2))
-    with inject_stragglers(FixedSlowdown([1], factor=20.0)):
+    with inject_stragglers(FixedSlowdown([1], factor=200.0)):
         clf.fit(X, y)
     h = clf.history_
     assert [e["policy"] for e in h[:-1]] == ["dynamic"] * (len(h) - 1)
