@@ -376,7 +376,7 @@ _COMMON_TAIL = """
         ``κ`` from ``0.25 · sqrt(λ · mean ‖x_i‖²)``.  A float fixes the factor;
         ``"none"`` or None turns it off.
     straggler_policy : {"wait", "backup", "dynamic", "preempt"} or \
-StragglerPolicy, default="preempt"
+daskelastic.policies.StragglerPolicy, default="preempt"
         How a round treats slow workers (see the user guide):
         ``"wait"`` waits for all; ``"backup"`` uses the fastest ``K − b``
         and drops the rest; ``"dynamic"`` re-chooses ``b`` every round for

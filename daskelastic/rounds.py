@@ -67,17 +67,34 @@ class RoundOutcome:
 
 def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sigma,
                       steps, seed, slowdowns=None, required=(), drop_streak=None):
-    """Run one round on ``backend`` following ``plan``; return a :class:`RoundOutcome`.
+    """Run one round on ``backend`` following ``plan``.
 
-    The arguments from ``round_id`` to ``slowdowns`` are those of
-    :meth:`daskelastic.driver.Backend.start_round`.  ``required`` workers are
-    waited for (the cut comes only once their results are in) and their
-    results are added.  When more results than ``plan.max_used`` are in at the
-    cut, the required ones, then those dropped most often in a row
-    (``drop_streak``: ``{worker: rounds}``), then the first to arrive (results
-    that arrived together take turns) are added, and the rest dropped:
-    adding more results than the subproblems' ``σ′`` was sized for would not
-    be safe.
+    Parameters
+    ----------
+    backend : daskelastic.driver.Backend
+        Where the workers run.
+    plan : daskelastic.policies.RoundPlan
+        How long to wait and what becomes of late results.
+    round_id, w, settlements, inv_lam_n, sigma, steps, seed, slowdowns
+        As in :meth:`daskelastic.driver.Backend.start_round`.
+    required : set, optional
+        Workers waited for whatever the plan says (the cut comes only once
+        their results are in); their results are added.
+    drop_streak : dict, optional
+        ``{worker: rounds in a row its work was dropped}``.
+
+    Returns
+    -------
+    daskelastic.rounds.RoundOutcome
+        Every worker's result, and which were added, dropped and preempted.
+
+    Notes
+    -----
+    When more results than ``plan.max_used`` are in at the cut, the required
+    ones, then those dropped most often in a row, then the first to arrive
+    (results that arrived together take turns) are added, and the rest
+    dropped: adding more results than the subproblems' ``σ′`` was sized for
+    would not be safe.
     """
     workers = list(backend.workers())
     K = len(workers)

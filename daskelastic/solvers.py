@@ -193,6 +193,21 @@ def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums
             sums[2] += alpha[i, k] * zw[k]
 
 
+@njit(cache=True, nogil=True)
+def _spin(stop, n):
+    """Busy-wait ``n`` iterations without the GIL, ending early on ``stop[0]``.
+
+    Holding the GIL while spinning would starve the worker's event loop (the
+    thread that delivers a stop request) of it.
+    """
+    acc = 0.0
+    for i in range(n):
+        if i % 1024 == 0 and stop[0] != 0:
+            break
+        acc += i * 1e-9
+    return acc
+
+
 def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
                sigma, intercept_scaling, order, stop, sums,
                check_every=STOP_CHECK_EVERY, offset=0):
@@ -430,8 +445,8 @@ class ChunkSolver:
 
         ``slowdown > 1`` makes this worker a straggler on purpose (see
         :mod:`daskelastic.testing`): the budget runs in slices, and after each
-        slice the solver sleeps ``slowdown − 1`` times the slice's compute
-        time, waking at once when it is asked to stop.
+        slice the solver spins for ``slowdown − 1`` times the slice's compute
+        time, ending at once when it is asked to stop.
         """
         self._check_no_pending("start a round")
         self.running = round_id
@@ -468,7 +483,7 @@ class ChunkSolver:
                 if did < b - a or self.stop[0]:
                     break
                 if slowdown > 1.0:
-                    self._sleep((slowdown - 1.0) * (time.perf_counter() - t_slice))
+                    self._stall((slowdown - 1.0) * (time.perf_counter() - t_slice))
         if done < n:  # rows not visited yet: their gap terms in one sequential pass
             rest = np.sort(visits[done:n])
             gap_sums_chunk(X, Y, sw, alpha, w, loss=self.loss,
@@ -493,14 +508,17 @@ class ChunkSolver:
         if self.running == round_id:
             self.stop[0] = 1
 
-    def _sleep(self, seconds):
-        """Sleep up to ``seconds``, waking within ~2 ms of a stop request."""
+    def _stall(self, seconds):
+        """Keep the CPU busy for up to ``seconds``; return at once on a stop request.
+
+        A slowed worker spins rather than sleeps: when several workers share
+        a machine's cores, a sleeping straggler would hand its CPU share to
+        the others and make them faster, which a slow machine of a real
+        cluster does not do.
+        """
         end = time.perf_counter() + seconds
-        while not self.stop[0]:
-            left = end - time.perf_counter()
-            if left <= 0:
-                return
-            time.sleep(min(left, 0.002))
+        while not self.stop[0] and time.perf_counter() < end:
+            _spin(self.stop, 50_000)   # ~50 µs, without the GIL
 
     def commit(self, round_id, gamma=1.0):
         """Add ``γ·Δα`` of round ``round_id`` to the dual state."""

@@ -3,9 +3,11 @@
 A straggler model decides, each round, how much slower than normal each
 worker runs.  Inside :func:`inject_stragglers` every fit in the current
 context (thread or task) passes those factors to its workers, whose local
-solvers then run their step budget in slices and sleep ``factor − 1`` times
-each slice's compute time after it — waking at once when told to stop, so a
-preempted straggler keeps the work it did.  The factors depend only on the
+solvers then run their step budget in slices and, after each, keep the CPU
+busy for ``factor − 1`` times the slice's compute time — ending at once when
+told to stop, so a preempted straggler keeps the work it did.  (A slowed
+worker spins instead of sleeping: on a machine whose cores several workers
+share, a sleeping straggler would hand its CPU share to the others.)  The factors depend only on the
 seed, the round and the sorted worker list, so a benchmark is reproducible.
 
 Examples
@@ -29,10 +31,27 @@ __all__ = ["StragglerModel", "FixedSlowdown", "RandomSlowdown", "HeavyTailSlowdo
 
 
 class StragglerModel:
-    """Base class: ``factors(round_id, workers)`` → ``{worker: slowdown ≥ 1}``."""
+    """Base class: ``factors(round_id, workers)`` → ``{worker: slowdown ≥ 1}``.
+
+    Subclasses draw their factors from ``seed`` and the round id only, so the
+    same round slows the same workers in every run.
+    """
 
     def factors(self, round_id, workers):
-        """The slowdown of each worker in round ``round_id``."""
+        """The slowdown of each worker in round ``round_id``.
+
+        Parameters
+        ----------
+        round_id : int
+            The round.
+        workers : list of str
+            The workers of the round (the order does not matter).
+
+        Returns
+        -------
+        dict
+            ``{worker: factor}``, ``1.0`` for full speed.
+        """
         raise NotImplementedError
 
     def _rng(self, round_id):
@@ -84,6 +103,7 @@ class RandomSlowdown(StragglerModel):
     probability : float
         Chance that a round has a straggler at all.
     seed : int
+        Seed of the draws (with the round id).
 
     Examples
     --------
@@ -126,6 +146,7 @@ class HeavyTailSlowdown(StragglerModel):
     cap : float
         Largest slowdown.
     seed : int
+        Seed of the draws (with the round id).
 
     Examples
     --------
@@ -155,7 +176,7 @@ class HeavyTailSlowdown(StragglerModel):
 def inject_stragglers(model):
     """Slow workers down as ``model`` says in every fit inside the ``with`` block.
 
-    Works with fits on a Dask cluster (the workers sleep) and, once it exists,
+    Works with fits on a Dask cluster (the workers stall) and, once it exists,
     on a simulated cluster (virtual time); in-process fits ignore it.
 
     Parameters
