@@ -229,14 +229,19 @@ class DynamicBackupPolicy(StragglerPolicy):
       times are extrapolated from the rate at which they were going), plus
       the mean per-round overhead beyond that (stopping, aggregating,
       communicating);
-    - the progress ``P(b) = f(b)^β``: the fall of ``log(gap)`` in a round
-      modelled as a power of the share ``f = (K − b)/K`` of the data whose
-      work is added, with ``β`` fitted on the observed rounds (``β = 1``
-      until the rounds seen vary ``f`` enough to tell, clipped to
-      ``[0.5, 2]``),
+    - the progress ``P(b)``: the fall of ``log(gap)`` in a round.  For a ``b``
+      used at least twice in the last ``progress_window`` rounds it is
+      measured (the mean fall after those rounds); for the others it is
+      modelled as a power ``f^β`` of the share ``f = (K − b)/K`` of the data
+      whose work is added, scaled to the measured ones, with ``β`` fitted on
+      the observed rounds (``β = 1`` until they vary ``f`` enough to tell,
+      clipped to ``[0.5, 2]``),
 
-    and picks the ``b`` maximising ``P(b) / T(b)``.  The estimates are
-    recorded in ``history_`` with every round.
+    and picks the ``b`` maximising ``P(b) / T(b)``.  Every ``explore_every``
+    rounds it tries a neighbour of the best ``b`` instead, the one tried
+    least: measured progress also reflects what the model cannot, such as
+    the bolder local steps (``σ′ = γ(K − b)``) of a larger ``b``.  The
+    estimates are recorded in ``history_`` with every round.
 
     Parameters
     ----------
@@ -245,6 +250,11 @@ class DynamicBackupPolicy(StragglerPolicy):
     warmup : int
         Rounds waited in full before the first choice.
     window : int
+        Rounds of history kept for the round-time estimates.
+    explore_every : int or None
+        Rounds between two tries of a neighbouring ``b``; None never explores.
+    progress_window : int
+        Rounds of gap falls kept for the progress estimates.
 
     Examples
     --------
@@ -255,33 +265,98 @@ class DynamicBackupPolicy(StragglerPolicy):
 
     name = "dynamic"
 
-    def __init__(self, max_backup=None, warmup=1, window=10):
+    def __init__(self, max_backup=None, warmup=1, window=10, explore_every=6,
+                 progress_window=20):
         super().__init__(window)
         if max_backup is not None and max_backup < 0:
             raise ValueError(f"max_backup must be >= 0, got {max_backup}")
+        if explore_every is not None and explore_every < 2:
+            raise ValueError(f"explore_every must be >= 2 or None, got {explore_every}")
+        if progress_window < 2:
+            raise ValueError(f"progress_window must be >= 2, got {progress_window}")
         self.max_backup = max_backup
         self.warmup = warmup
+        self.explore_every = explore_every
+        self.progress_window = progress_window
+        self._falls = deque(maxlen=progress_window)   # (b, log-gap fall) per round
+        self._tries = {}      # b -> rounds observed with it
+        self._since_explore = 0
+
+    def reset(self):
+        super().reset()
+        self._falls.clear()
+        self._tries, self._since_explore = {}, 0
+
+    def observe(self, record):
+        prev = self.records[-1] if self.records else None
+        super().observe(record)
+        if (prev is None or record.round_id != prev.round_id + 1
+                or not (prev.gap > 0 and record.gap > 0)):
+            return
+        if prev.round_id == 0:
+            return   # the first round, from w = 0, falls like no other
+        self._falls.append((prev.n_backup, math.log(prev.gap) - math.log(record.gap)))
+        self._tries[prev.n_backup] = self._tries.get(prev.n_backup, 0) + 1
+
+    def progress_estimates(self, n_workers, top):
+        """``{b: estimated log-gap fall per round}`` for ``b`` in ``0 … top``.
+
+        Parameters
+        ----------
+        n_workers : int
+            ``K``.
+        top : int
+            The largest ``b`` considered.
+
+        Returns
+        -------
+        dict
+            Measured means for the ``b`` seen at least twice in the last
+            ``progress_window`` rounds, the scaled model for the others.
+        """
+        K = n_workers
+        beta = self.progress_exponent()
+        model = {b: ((K - b) / K) ** beta for b in range(top + 1)}
+        seen = {}
+        for b, fall in self._falls:
+            seen.setdefault(b, []).append(fall)
+        known = {b: float(np.mean(v)) for b, v in seen.items() if b <= top and len(v) >= 2}
+        if not known:
+            return model
+        scale = max(float(np.median([known[b] / model[b] for b in known])), 1e-12)
+        return {b: known.get(b, scale * model[b]) for b in model}
 
     def plan(self, n_workers):
         K = n_workers
-        usable = [r for r in self.records if len(r.full_time) == K]
+        # round 0 carries start-up costs (actors, compiled kernels): not typical
+        usable = [r for r in self.records if len(r.full_time) == K and r.round_id > 0]
         if K < 2 or len(usable) < self.warmup or not usable:
             return RoundPlan(wait_for=K, late="drop", max_used=K,
                              estimate={"reason": "warm-up"})
         times = np.array([sorted(r.full_time.values()) for r in usable])
         order_stats = times.mean(axis=0)           # E[t_(j)], j = 1 … K
         overhead = float(np.mean([_overhead(r) for r in usable]))
-        beta = self.progress_exponent()
         top = K - 1 if self.max_backup is None else min(self.max_backup, K - 1)
+        progress = self.progress_estimates(K, top)
         rates = {}
         for b in range(top + 1):
             seconds = order_stats[K - b - 1] + overhead
-            rates[b] = ((K - b) / K) ** beta / max(seconds, 1e-9)
+            rates[b] = progress[b] / max(seconds, 1e-9)
         best = max(rates, key=lambda b: (rates[b], -b))
-        estimate = {"rates": {b: float(v) for b, v in rates.items()}, "beta": beta,
-                    "round_seconds": float(order_stats[K - best - 1] + overhead)}
-        return RoundPlan(wait_for=K - best, late="drop", n_backup=best,
-                         max_used=K - best, estimate=estimate)
+        chosen, explored = best, False
+        self._since_explore += 1
+        if self.explore_every is not None and self._since_explore >= self.explore_every:
+            neighbours = [b for b in (best - 1, best + 1) if 0 <= b <= top]
+            if neighbours:
+                chosen = min(neighbours, key=lambda b: (self._tries.get(b, 0), b))
+                explored = True
+                self._since_explore = 0
+        estimate = {"rates": {b: float(v) for b, v in rates.items()},
+                    "progress": {b: float(v) for b, v in progress.items()},
+                    "beta": self.progress_exponent(), "best": best, "explore": explored,
+                    "round_seconds": float(order_stats[K - chosen - 1] + overhead)}
+        return RoundPlan(wait_for=K - chosen, late="drop", n_backup=chosen,
+                         max_used=K - chosen, estimate=estimate)
 
     def progress_exponent(self):
         """``β`` of the progress model ``Δlog(gap) ∝ f^β`` (1 until it can be told)."""

@@ -50,7 +50,7 @@ def test_dynamic_waits_for_everyone_before_it_has_seen_a_round():
 
 
 def test_dynamic_drops_the_one_random_straggler_per_round():
-    policy = DynamicBackupPolicy()
+    policy = DynamicBackupPolicy(explore_every=None)
     for rec in _random_straggler_rounds(8):
         policy.observe(rec)
     plan = policy.plan(4)
@@ -61,7 +61,7 @@ def test_dynamic_drops_the_one_random_straggler_per_round():
 
 
 def test_dynamic_waits_for_all_without_stragglers():
-    policy = DynamicBackupPolicy()
+    policy = DynamicBackupPolicy(explore_every=None)
     rng = np.random.default_rng(1)
     for r in range(8):
         policy.observe(_record(r, list(1.0 + 0.05 * rng.random(4)), gap=0.5 ** r))
@@ -69,7 +69,7 @@ def test_dynamic_waits_for_all_without_stragglers():
 
 
 def test_dynamic_backs_up_two_when_two_workers_straggle():
-    policy = DynamicBackupPolicy()
+    policy = DynamicBackupPolicy(explore_every=None)
     for r in range(6):
         policy.observe(_record(r, [1.0, 1.02, 5.0, 6.0], gap=0.5 ** r))
     assert policy.plan(4).n_backup == 2
@@ -81,6 +81,21 @@ def test_dynamic_respects_max_backup():
         policy.observe(_record(r, [1.0, 1.02, 5.0, 6.0], gap=0.5 ** r))
     plan = policy.plan(4)
     assert plan.n_backup == 0 and list(plan.estimate["rates"]) == [0]
+
+
+def test_dynamic_explores_a_neighbour_and_follows_measured_progress():
+    """Measured progress beats the model: here b=1 rounds make more progress than b=0."""
+    policy = DynamicBackupPolicy(explore_every=3)
+    gap, chosen = 1.0, []
+    for r in range(40):
+        b = policy.plan(4).n_backup if r else 0
+        chosen.append(b)
+        policy.observe(_record(r, [1.0, 1.0, 1.0, 1.0], gap=gap, n_backup=b))
+        gap *= math.exp(-(0.2 if b == 0 else 0.5))   # b ≥ 1 falls faster (bolder σ′)
+    assert 1 in chosen[:6]                 # a neighbour tried early
+    assert chosen[-10:].count(0) <= 2      # then b ≥ 1 most of the time
+    est = policy.plan(4).estimate
+    assert est["progress"][1] == pytest.approx(0.5, rel=1e-6)
 
 
 def test_progress_exponent_is_fitted_from_the_gap_falls():
@@ -150,6 +165,8 @@ def test_make_policy_rejects_bad_input(spec, kwargs, match):
     (lambda: PreemptPolicy(slack=-1), "slack"),
     (lambda: PreemptPolicy(deadline_factor=0), "deadline_factor"),
     (lambda: DynamicBackupPolicy(max_backup=-2), "max_backup"),
+    (lambda: DynamicBackupPolicy(explore_every=1), "explore_every"),
+    (lambda: DynamicBackupPolicy(progress_window=1), "progress_window"),
     (lambda: WaitPolicy(window=0), "window"),
 ])
 def test_policy_parameters_are_validated(factory, match):
