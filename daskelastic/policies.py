@@ -321,10 +321,19 @@ class DynamicBackupPolicy(StragglerPolicy):
         for b, fall in self._falls:
             seen.setdefault(b, []).append(fall)
         known = {b: float(np.mean(v)) for b, v in seen.items() if b <= top and len(v) >= 2}
-        if not known:
-            return model
-        scale = max(float(np.median([known[b] / model[b] for b in known])), 1e-12)
-        return {b: known.get(b, scale * model[b]) for b in model}
+        positive = [known[b] / model[b] for b in known if known[b] > 0]
+        scale = float(np.median(positive)) if positive else 1.0
+        out = {}
+        for b in model:
+            if b not in known:
+                out[b] = scale * model[b]
+            elif known[b] > 0:
+                out[b] = known[b]
+            else:
+                # no net progress measured (noise, a momentum restart): a half
+                # of the model's share, not a verdict that excludes this b
+                out[b] = 0.5 * scale * model[b]
+        return out
 
     def plan(self, n_workers):
         K = n_workers
