@@ -1,0 +1,220 @@
+"""Publishing a fit's rounds as scheduler events, and the monitor a fit runs with.
+
+Every round of a Dask fit becomes an event on the scheduler, topic
+``"daskelastic"`` (see :mod:`daskelastic.monitoring.records` for the
+messages).  They are the same events as ``client.log_event("daskelastic",
+msg)`` publishes, sent without making the fit wait for the scheduler's reply:
+the messages go, in order, from the client's event loop while the next round
+runs.  Anything can read them — ``client.get_events("daskelastic")``,
+``client.subscribe_topic`` or a scheduler plugin, like the dashboard page's.
+"""
+
+import asyncio
+import collections
+import logging
+import time
+import uuid
+
+from .. import config
+from .records import TOPIC, to_message
+
+__all__ = ["EventSender", "FitMonitor"]
+
+logger = logging.getLogger(__name__)
+
+
+class EventSender:
+    """Publish events on a Dask scheduler, in order, without blocking.
+
+    :meth:`send` queues a message and returns at once; the client's event
+    loop sends the queue one message after the other (the scheduler's
+    ``log_event`` handler, as ``Client.log_event`` calls it).  :meth:`flush`
+    waits until the queue is sent.  A message that cannot be sent is counted
+    and logged once, never raised: telemetry must not fail a fit.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A synchronous client.
+    topic : str, default="daskelastic"
+        Topic of the events.
+
+    Attributes
+    ----------
+    sent, failed : int
+        Messages sent, and messages the scheduler did not take.
+    """
+
+    def __init__(self, client, topic=TOPIC):
+        self.client = client
+        self.topic = topic
+        self.sent = 0
+        self.failed = 0
+        self._queue = collections.deque()
+        self._task = None
+
+    def send(self, msg):
+        """Queue ``msg`` (msgpack-serialisable) for the scheduler and return."""
+        self._queue.append(msg)
+        try:
+            self.client.loop.add_callback(self._kick)
+        except RuntimeError:  # the client's loop is closed: nothing can be sent
+            self._queue.clear()
+            self.failed += 1
+
+    def flush(self, timeout=5.0):
+        """Wait until every queued message was sent; False if that timed out."""
+        try:
+            self.client.sync(self._flush, callback_timeout=timeout)
+        except Exception as e:  # noqa: BLE001 - a closed client, a timeout
+            logger.debug("daskelastic telemetry: flush failed: %r", e)
+            return False
+        return not self._queue
+
+    def _kick(self):
+        if self._queue and (self._task is None or self._task.done()):
+            self._task = asyncio.ensure_future(self._drain())
+
+    async def _drain(self):
+        while self._queue:
+            msg = self._queue.popleft()
+            try:
+                await self.client.scheduler.log_event(topic=self.topic, msg=msg)
+                self.sent += 1
+            except Exception as e:  # noqa: BLE001 - see the class docstring
+                self.failed += 1
+                if self.failed == 1:
+                    logger.warning("daskelastic telemetry: the scheduler did not take an "
+                                   "event (%s: %s); the fit goes on", type(e).__name__, e)
+
+    async def _flush(self):
+        self._kick()
+        while self._task is not None and not self._task.done():
+            await self._task
+            self._kick()
+
+
+class FitMonitor:
+    """Watch one fit: a progress bar, and the fit's events on the scheduler.
+
+    The estimators create one after placing the data, pass :meth:`on_round`
+    to the driver as its callback, and call :meth:`finish` once the driver
+    returned or raised.  The events are published for Dask fits (``client``
+    given) when ``daskelastic.telemetry`` is true; the first also registers
+    :class:`~daskelastic.monitoring.dashboard.DashboardPlugin` on the
+    scheduler, which serves the ``/daskelastic`` dashboard page.
+
+    Parameters
+    ----------
+    estimator : estimator
+        The estimator being fitted (its class name, ``tol`` and ``max_iter``
+        are reported).
+    backend : daskelastic.driver.Backend
+        The backend holding the data; its ``describe()`` gives the chunks and
+        rows per worker.
+    client : distributed.Client, optional
+        The client of a Dask fit; no events without one.
+    progress : callable, optional
+        Called with each history entry, and its ``close(status)`` at the end
+        (a :class:`~daskelastic.monitoring.ProgressBar`).
+
+    Attributes
+    ----------
+    fit_id : str
+        The backend's fit id (names the fit in events and on the dashboard).
+    status : str or None
+        How the fit ended, once :meth:`finish` was called.
+    sender : EventSender or None
+        The event publisher, None without telemetry.
+    """
+
+    def __init__(self, estimator, backend, client=None, *, progress=None):
+        self.estimator_name = type(estimator).__name__
+        self.tol = float(estimator.tol)
+        self.max_iter = int(estimator.max_iter)
+        self.progress = progress
+        self.fit_id = getattr(backend, "fit_id", None) or f"fit-{uuid.uuid4().hex[:12]}"
+        self.status = None
+        self.sender = None
+        self._last = None
+        self._t0 = time.perf_counter()
+        if client is not None and config.get("telemetry"):
+            try:
+                self._start_telemetry(estimator, backend, client)
+            except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
+                logger.warning("daskelastic telemetry: off for this fit (%r)", e)
+                self.sender = None
+
+    def _start_telemetry(self, estimator, backend, client):
+        from .dashboard import register_dashboard
+
+        register_dashboard(client)
+        try:
+            placement = backend.describe()
+        except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
+            logger.warning("daskelastic telemetry: no placement (%s)", e)
+            placement = {}
+        problem = getattr(backend, "problem", None)
+        params = {k: v for k, v in estimator.get_params(deep=False).items()
+                  if k != "client" and (v is None or isinstance(v, (str, bool, int, float)))}
+        msg = {"event": "start", "fit": self.fit_id, "estimator": self.estimator_name,
+               "client": getattr(client, "id", None), "wall_time": time.time(),
+               "params": params, "placement": placement}
+        if problem is not None:
+            msg.update(n_samples=problem.n_samples, n_features=problem.n_features,
+                       n_targets=problem.n_targets)
+        self.sender = EventSender(client)
+        self.sender.send(to_message(msg))
+
+    def on_round(self, entry):
+        """The driver's callback: show and publish one round; never asks to stop."""
+        self._last = entry
+        if self.progress is not None:
+            self.progress(entry)
+        if self.sender is not None:
+            self.sender.send({"event": "round", "fit": self.fit_id,
+                              "estimator": self.estimator_name, "entry": to_message(entry)})
+        return False
+
+    def finish(self, result=None, error=None):
+        """Report how the fit ended; the first call counts.
+
+        Parameters
+        ----------
+        result : daskelastic.driver.FitResult, optional
+            What the driver returned.
+        error : BaseException, optional
+            What the driver raised: ``KeyboardInterrupt`` ends the fit as
+            ``"interrupted"``, anything else as ``"failed"``.
+
+        Returns
+        -------
+        str
+            The status: ``"converged"``, ``"max_iter"``, ``"stopped"``,
+            ``"failed"`` or ``"interrupted"``.
+        """
+        if self.status is not None:
+            return self.status
+        last = self._last or {}
+        if error is not None:
+            interrupted = isinstance(error, (KeyboardInterrupt, asyncio.CancelledError))
+            self.status = "interrupted" if interrupted else "failed"
+        elif result is not None and result.converged:
+            self.status = "converged"
+        elif last.get("round", self.max_iter) >= self.max_iter:
+            self.status = "max_iter"
+        else:
+            self.status = "stopped"
+        if self.progress is not None and hasattr(self.progress, "close"):
+            self.progress.close(self.status)
+        if self.sender is not None:
+            msg = {"event": "end", "fit": self.fit_id, "estimator": self.estimator_name,
+                   "status": self.status,
+                   "n_iter": result.n_iter if result is not None else last.get("round", 0),
+                   "duality_gap": last.get("duality_gap"),
+                   "time": time.perf_counter() - self._t0}
+            if error is not None:
+                msg["error"] = f"{type(error).__name__}: {error}"[:500]
+            self.sender.send(to_message(msg))
+            self.sender.flush()
+        return self.status
