@@ -24,6 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 import daskelastic as de
 from daskelastic.monitoring import TOPIC, dashboard_link, register_dashboard
 from daskelastic.monitoring.figures import COLORS
+from daskelastic.testing import RandomSlowdown, inject_stragglers
 
 from browser import chromium_missing, count_colour, render, watch
 
@@ -309,6 +310,28 @@ def test_page_tells_concurrent_fits_apart(flights, client, cluster):
         page.close()
 
 
+@pytest.mark.parametrize("policy, status", [("backup", "dropped"), ("preempt", "preempted")])
+def test_page_marks_dropped_and_preempted_workers(policy, status, flights, client, cluster):
+    from daskelastic.testing import FixedSlowdown
+
+    X, y = flights
+    with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([1], factor=30.0)):
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = de.LogisticRegression(C=0.5, tol=1e-12, max_iter=6, straggler_policy=policy,
+                                    backend="dask").fit(X, y)
+    page = _Page(client, cluster)
+    try:
+        shown = page.source("worker-seconds").data
+        expected = [(h["round"], w, h["worker_status"][w])
+                    for h in clf.history_ for w in h["worker_seconds"]]
+        assert list(zip(shown["round"], shown["worker"], shown["status"])) == expected
+        assert status in shown["status"]
+        if policy == "backup":
+            assert page.source("rounds").data["n_backup"][:-1] == [1] * 6
+    finally:
+        page.close()
+
+
 def test_preloaded_scheduler_serves_the_page_before_any_fit():
     from distributed import Client, LocalCluster
 
@@ -325,7 +348,9 @@ def test_preloaded_scheduler_serves_the_page_before_any_fit():
 def test_page_draws_the_fits_in_chromium(flights, client):
     X, y = flights
     de.LinearSVC(C=0.5, tol=1e-2, max_iter=300, backend="dask").fit(X, y)
-    clf = de.LogisticRegression(C=0.5, tol=1e-4, max_iter=300, backend="dask").fit(X, y)
+    with inject_stragglers(RandomSlowdown(factor=6.0, probability=0.3, seed=1)):
+        clf = de.LogisticRegression(C=0.5, tol=1e-4, max_iter=300, straggler_policy="dynamic",
+                                    backend="dask").fit(X, y)
     ready = ("(() => { const d = window.Bokeh && Bokeh.documents[0];"
              " const s = d && d.get_model_by_name('daskelastic-rounds');"
              " return s ? s.data.round.length : 0 })()")

@@ -22,6 +22,7 @@ COLORS = {
     "preempted": "#ff7f0e",
     "n_backup": "#e377c2",
     "rows": "#aec7e8",
+    "cut": "#7f7f7f",
 }
 STATUSES = ["used", "dropped", "preempted"]
 
@@ -99,13 +100,16 @@ class FitFigures:
         self.workers.legend.location = "bottom_left"
 
         self.stragglers = figure(title="Seconds per worker per round", x_axis_label="round",
-                                 **common)
-        self.stragglers.scatter("round", "seconds", source=self.per_worker, size=7,
+                                 y_axis_label="round start to result (s)", **common)
+        self.stragglers.scatter("round", "cut", source=self.rounds, size=14, marker="dash",
+                                line_width=2, color=COLORS["cut"], legend_label="preemption")
+        self.stragglers.scatter("round", "arrival", source=self.per_worker, size=7,
                                 color=factor_cmap("status", [COLORS[s] for s in STATUSES],
                                                   STATUSES),
                                 legend_field="status")
         self.stragglers.add_tools(HoverTool(tooltips=[("worker", "@worker"), ("round", "@round"),
-                                                      ("seconds", "@seconds{0.000}"),
+                                                      ("result after", "@arrival{0.000} s"),
+                                                      ("solver", "@seconds{0.000} s"),
                                                       ("status", "@status")]))
         self.stragglers.legend.location = "top_left"
 

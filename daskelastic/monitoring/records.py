@@ -45,9 +45,10 @@ TOPIC = "daskelastic"
 #: ``disconnected`` for a fit whose client left the scheduler before its end.
 END_STATUSES = ("converged", "max_iter", "stopped", "failed", "interrupted")
 
-#: Per-round numbers drawn by the plots (``n_backup`` is 0 when not recorded).
+#: Per-round numbers drawn by the plots (``n_backup`` is 0 when not recorded;
+#: ``cut``, the seconds into the round when stragglers were stopped, NaN).
 ROUND_FIELDS = ("round", "time", "duality_gap", "primal", "dual", "n_workers", "n_used",
-                "n_dropped", "n_preempted", "n_backup")
+                "n_dropped", "n_preempted", "n_backup", "cut")
 
 #: Smallest duality gap drawn on a log axis (a gap can be exactly 0).
 GAP_FLOOR = 1e-16
@@ -101,8 +102,8 @@ _DROP = object()
 def round_columns(entries):
     """One column per number in :data:`ROUND_FIELDS`, one row per round.
 
-    ``duality_gap`` is floored at :data:`GAP_FLOOR` for log axes;
-    ``n_backup`` is 0 where the driver did not record it.
+    ``duality_gap`` is floored at :data:`GAP_FLOOR` for log axes; a number
+    the driver did not record is 0 (``cut``: NaN).
 
     Parameters
     ----------
@@ -116,8 +117,8 @@ def round_columns(entries):
     cols = {k: [] for k in ROUND_FIELDS}
     for e in entries:
         for k in ROUND_FIELDS:
-            v = e.get(k, 0)
-            cols[k].append(0 if v is None else v)
+            v = e.get(k)
+            cols[k].append(v if v is not None else math.nan if k == "cut" else 0)
     cols["duality_gap"] = [max(float(g), GAP_FLOOR) for g in cols["duality_gap"]]
     return cols
 
@@ -156,7 +157,12 @@ def worker_status(entry):
 
 
 def worker_columns(entries):
-    """One row per worker per round: ``round``, ``time``, ``worker``, ``seconds``, ``status``.
+    """One row per worker per round.
+
+    Columns ``round``, ``time``, ``worker``, ``seconds`` (the local solver's
+    time), ``arrival`` (seconds from the round's start to the worker's result,
+    from ``worker_arrival``; the solver's time where the driver did not
+    record it) and ``status`` (:func:`worker_status`).
 
     Parameters
     ----------
@@ -167,15 +173,17 @@ def worker_columns(entries):
     -------
     dict of str to list
     """
-    cols = {"round": [], "time": [], "worker": [], "seconds": [], "status": []}
+    cols = {"round": [], "time": [], "worker": [], "seconds": [], "arrival": [], "status": []}
     for e in entries:
         seconds = e.get("worker_seconds") or {}
+        arrival = e.get("worker_arrival") or {}
         status = worker_status(e)
         for w, s in seconds.items():
             cols["round"].append(e["round"])
             cols["time"].append(e["time"])
             cols["worker"].append(str(w))
             cols["seconds"].append(float(s))
+            cols["arrival"].append(float(arrival.get(w, s)))
             cols["status"].append(status.get(str(w), "used"))
     return cols
 
