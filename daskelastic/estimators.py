@@ -160,9 +160,10 @@ class _CoCoABase(BaseEstimator):
             except BaseException as error:
                 monitor.finish(error=error)
                 raise
+            else:
+                monitor.finish(result)
             finally:
                 backend.close()
-            monitor.finish(result)
         self._set_fitted(result, encoder, problem)
         return self
 

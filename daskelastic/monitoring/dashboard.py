@@ -18,6 +18,7 @@ status, and a table with one row per fit.
 import html
 import logging
 import math
+import weakref
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 PAGE = "/daskelastic"
 #: Name of the scheduler plugin.
 PLUGIN_NAME = "daskelastic-dashboard"
+#: Scheduler handler taking a list of events (``topic``, ``msgs``).
+BATCH_HANDLER = "daskelastic_log_events"
 #: Milliseconds between two updates of an open page.
 UPDATE_INTERVAL = 500
 _MENU_ENTRY = {"url": PAGE.strip("/"), "name": "Daskelastic Fits"}
@@ -81,11 +84,18 @@ class DashboardPlugin(SchedulerPlugin):
         self.page_served = False
 
     async def start(self, scheduler):
-        """Replay the events logged so far and add the page to the dashboard."""
+        """Replay the events logged so far, add the page and the batch handler."""
         if self.log is None:
             self.log = FitLog(self.max_fits)
             for _, msg in scheduler.get_events(TOPIC):
                 self.log.add(msg)
+
+        def log_events(topic, msgs):
+            for msg in msgs:
+                scheduler.log_event(topic, msg)
+
+        # several events in one message: a fit sends its rounds' events together
+        scheduler.handlers[BATCH_HANDLER] = log_events
         try:
             self.page_served = add_page(scheduler)
         except Exception as e:  # noqa: BLE001 - the events are still collected
@@ -299,10 +309,10 @@ def _status_html(record):
 def register_dashboard(client):
     """Serve the ``/daskelastic`` page on the dashboard of ``client``'s scheduler.
 
-    Registers :class:`DashboardPlugin` (once: later calls do nothing); Dask
-    fits call this themselves.  If the scheduler cannot load the plugin (no
-    daskelastic installed there), a warning is logged and False returned:
-    the fits still publish their events.
+    Registers :class:`DashboardPlugin` (once per client and scheduler: later
+    calls return at once); Dask fits call this themselves.  If the scheduler
+    cannot load the plugin (no daskelastic installed there), a warning is
+    logged and False returned: the fits still publish their events.
 
     Parameters
     ----------
@@ -327,13 +337,21 @@ def register_dashboard(client):
     ...     register_dashboard(client), dashboard_link(client).endswith("/daskelastic")
     (True, True)
     """
+    address = client.scheduler.address
+    if _registered.get(client) == address:
+        return True
     try:
         client.register_plugin(DashboardPlugin())
     except Exception as e:  # noqa: BLE001 - the fit goes on without the page
         logger.warning("daskelastic: no %s page on the scheduler (%s: %s); fits still "
                        "publish their rounds as events", PAGE, type(e).__name__, e)
         return False
+    _registered[client] = address
     return True
+
+
+#: Clients that registered the plugin, with their scheduler's address.
+_registered = weakref.WeakKeyDictionary()
 
 
 def dashboard_link(client):

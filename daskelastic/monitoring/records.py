@@ -12,15 +12,15 @@ The events, all dicts with an ``"event"`` and a ``"fit"`` key:
 ``start``
     ``estimator``, ``client`` (the Dask client's id), ``wall_time`` (epoch
     seconds), ``params`` (``tol``, ``max_iter``, ...), ``n_samples``,
-    ``n_features``, ``n_targets`` and ``placement``
-    (``{worker: {"chunks": [...], "rows": n}}``).
+    ``n_features`` and ``n_targets``.
 ``round``
     ``estimator`` and ``entry``: the history entry (``round``, ``time``,
     ``duality_gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
     ``n_dropped``, ``n_preempted``, ``n_backup`` when the driver records it,
     ``worker_seconds`` ``{worker: seconds}``, ...).
 ``placement``
-    ``placement``, when chunks moved during the fit.
+    ``placement``: ``{worker: {"chunks": [...], "rows": n}}`` (the backend's
+    ``describe()``), read while the first rounds run.
 ``end``
     ``estimator``, ``status`` (one of :data:`END_STATUSES`), ``n_iter``,
     ``duality_gap``, ``time`` (seconds since the fit began) and ``error``
@@ -31,6 +31,8 @@ import math
 import numbers
 import time
 from collections import OrderedDict
+
+import numpy as np
 
 __all__ = ["TOPIC", "END_STATUSES", "FitRecord", "FitLog", "history_frame", "to_message",
            "round_columns", "worker_columns", "scale_in_columns", "placement_columns",
@@ -77,12 +79,9 @@ def to_message(value):
     >>> to_message({"gap": np.float64(0.5), "ws": {1: np.int64(2)}, "f": print})
     {'gap': 0.5, 'ws': {'1': 2}}
     """
-    if value is None or isinstance(value, (str, bool)):
+    kind = type(value)
+    if kind in _PLAIN:  # the common case, first: plain numbers and strings
         return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
@@ -92,9 +91,18 @@ def to_message(value):
         return out
     if isinstance(value, (list, tuple)):
         return [v for v in map(to_message, value) if v is not _DROP]
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
     return _DROP
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 _DROP = object()
 
 

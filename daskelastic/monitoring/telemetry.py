@@ -3,15 +3,18 @@
 Every round of a Dask fit becomes an event on the scheduler, topic
 ``"daskelastic"`` (see :mod:`daskelastic.monitoring.records` for the
 messages).  They are the same events as ``client.log_event("daskelastic",
-msg)`` publishes, sent without making the fit wait for the scheduler's reply:
-the messages go, in order, from the client's event loop while the next round
-runs.  Anything can read them — ``client.get_events("daskelastic")``,
+msg)`` publishes, but the fit does not wait for them: ``client.log_event``
+is a round trip to the scheduler (about 2 ms), while queueing a message
+costs the fit's thread some 20 µs; the client's event loop sends the queue,
+in order, while the next rounds run.  Anything can read them — ``client.get_events("daskelastic")``,
 ``client.subscribe_topic`` or a scheduler plugin, like the dashboard page's.
 """
 
 import asyncio
 import collections
+import contextlib
 import logging
+import threading
 import time
 import uuid
 
@@ -23,14 +26,25 @@ __all__ = ["EventSender", "FitMonitor"]
 logger = logging.getLogger(__name__)
 
 
+#: Seconds the end of a fit waits for its placement to be read, at most.
+PLACEMENT_TIMEOUT = 2.0
+#: Seconds the client's loop waits after a first queued event before sending
+#: the queue, so that the events of several quick rounds go together.
+SEND_DELAY = 0.1
+
+
 class EventSender:
     """Publish events on a Dask scheduler, in order, without blocking.
 
-    :meth:`send` queues a message and returns at once; the client's event
-    loop sends the queue one message after the other (the scheduler's
-    ``log_event`` handler, as ``Client.log_event`` calls it).  :meth:`flush`
-    waits until the queue is sent.  A message that cannot be sent is counted
-    and logged once, never raised: telemetry must not fail a fit.
+    :meth:`send` queues a message and returns at once.  The client's event
+    loop sends the queue shortly after (:data:`SEND_DELAY`), in order: in one
+    call to the ``daskelastic_log_events`` handler that
+    :class:`~daskelastic.monitoring.dashboard.DashboardPlugin` adds to the
+    scheduler, or, on a scheduler without it, one ``log_event`` call per
+    message (as ``Client.log_event`` does).  Either way each message becomes
+    one event.  :meth:`flush` sends what is queued and waits for it.  A
+    message that cannot be sent is counted and logged once, never raised:
+    telemetry must not fail a fit.
 
     Parameters
     ----------
@@ -38,6 +52,8 @@ class EventSender:
         A synchronous client.
     topic : str, default="daskelastic"
         Topic of the events.
+    batch : bool, default=False
+        Whether the scheduler has the ``daskelastic_log_events`` handler.
 
     Attributes
     ----------
@@ -45,25 +61,30 @@ class EventSender:
         Messages sent, and messages the scheduler did not take.
     """
 
-    def __init__(self, client, topic=TOPIC):
+    def __init__(self, client, topic=TOPIC, *, batch=False):
         self.client = client
         self.topic = topic
+        self.batch = batch
         self.sent = 0
         self.failed = 0
         self._queue = collections.deque()
+        self._scheduled = False
         self._task = None
+        self._wake = None
 
     def send(self, msg):
         """Queue ``msg`` (msgpack-serialisable) for the scheduler and return."""
         self._queue.append(msg)
-        try:
-            self.client.loop.add_callback(self._kick)
-        except RuntimeError:  # the client's loop is closed: nothing can be sent
-            self._queue.clear()
-            self.failed += 1
+        if not self._scheduled:
+            self._scheduled = True
+            try:
+                self.client.loop.add_callback(self._kick, SEND_DELAY)
+            except RuntimeError:  # the client's loop is closed: nothing can be sent
+                self._queue.clear()
+                self.failed += 1
 
     def flush(self, timeout=5.0):
-        """Wait until every queued message was sent; False if that timed out."""
+        """Send what is queued and wait for it; False if that failed or timed out."""
         try:
             self.client.sync(self._flush, callback_timeout=timeout)
         except Exception as e:  # noqa: BLE001 - a closed client, a timeout
@@ -71,27 +92,41 @@ class EventSender:
             return False
         return not self._queue
 
-    def _kick(self):
-        if self._queue and (self._task is None or self._task.done()):
-            self._task = asyncio.ensure_future(self._drain())
+    def _kick(self, delay=0.0):
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        if not delay:
+            self._wake.set()  # a waiting drain goes now
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._drain(delay))
 
-    async def _drain(self):
+    async def _drain(self, delay):
+        if delay and not self._wake.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+        self._wake.clear()
         while self._queue:
-            msg = self._queue.popleft()
+            self._scheduled = False  # before taking: a message queued after is sent too
+            batch = [self._queue.popleft() for _ in range(len(self._queue))]
             try:
-                await self.client.scheduler.log_event(topic=self.topic, msg=msg)
-                self.sent += 1
+                if self.batch:
+                    await self.client.scheduler.daskelastic_log_events(topic=self.topic,
+                                                                      msgs=batch)
+                else:
+                    for msg in batch:
+                        await self.client.scheduler.log_event(topic=self.topic, msg=msg)
+                self.sent += len(batch)
             except Exception as e:  # noqa: BLE001 - see the class docstring
-                self.failed += 1
-                if self.failed == 1:
-                    logger.warning("daskelastic telemetry: the scheduler did not take an "
-                                   "event (%s: %s); the fit goes on", type(e).__name__, e)
+                self.failed += len(batch)
+                if self.failed == len(batch):
+                    logger.warning("daskelastic telemetry: the scheduler did not take the "
+                                   "events (%s: %s); the fit goes on", type(e).__name__, e)
+        self._scheduled = False
 
     async def _flush(self):
-        self._kick()
-        while self._task is not None and not self._task.done():
-            await self._task
+        while self._queue or (self._task is not None and not self._task.done()):
             self._kick()
+            await self._task
 
 
 class FitMonitor:
@@ -136,6 +171,7 @@ class FitMonitor:
         self.fit_id = getattr(backend, "fit_id", None) or f"fit-{uuid.uuid4().hex[:12]}"
         self.status = None
         self.sender = None
+        self._placement = None
         self._last = None
         self._t0 = time.perf_counter()
         if client is not None and config.get("telemetry"):
@@ -148,23 +184,34 @@ class FitMonitor:
     def _start_telemetry(self, estimator, backend, client):
         from .dashboard import register_dashboard
 
-        register_dashboard(client)
-        try:
-            placement = backend.describe()
-        except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
-            logger.warning("daskelastic telemetry: no placement (%s)", e)
-            placement = {}
+        batch = register_dashboard(client)
         problem = getattr(backend, "problem", None)
         params = {k: v for k, v in estimator.get_params(deep=False).items()
                   if k != "client" and (v is None or isinstance(v, (str, bool, int, float)))}
         msg = {"event": "start", "fit": self.fit_id, "estimator": self.estimator_name,
                "client": getattr(client, "id", None), "wall_time": time.time(),
-               "params": params, "placement": placement}
+               "params": params}
         if problem is not None:
             msg.update(n_samples=problem.n_samples, n_features=problem.n_features,
                        n_targets=problem.n_targets)
-        self.sender = EventSender(client)
+        self.sender = EventSender(client, batch=batch)
         self.sender.send(to_message(msg))
+        # chunks and rows per worker take a round trip to the workers: not on
+        # the fit's path, but while its first rounds run
+        self._placement = threading.Thread(target=self._publish_placement, args=(backend,),
+                                           name=f"daskelastic-placement-{self.fit_id}",
+                                           daemon=True)
+        self._placement.start()
+
+    def _publish_placement(self, backend):
+        try:
+            placement = backend.describe()
+        except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
+            logger.debug("daskelastic telemetry: no placement (%r)", e)
+            return
+        self.sender.send(to_message({"event": "placement", "fit": self.fit_id,
+                                     "estimator": self.estimator_name,
+                                     "placement": placement}))
 
     def on_round(self, entry):
         """The driver's callback: show and publish one round; never asks to stop."""
@@ -208,6 +255,8 @@ class FitMonitor:
         if self.progress is not None and hasattr(self.progress, "close"):
             self.progress.close(self.status)
         if self.sender is not None:
+            if self._placement is not None:
+                self._placement.join(PLACEMENT_TIMEOUT)
             msg = {"event": "end", "fit": self.fit_id, "estimator": self.estimator_name,
                    "status": self.status,
                    "n_iter": result.n_iter if result is not None else last.get("round", 0),
