@@ -84,7 +84,13 @@ class DashboardPlugin(SchedulerPlugin):
         self.page_served = False
 
     async def start(self, scheduler):
-        """Replay the events logged so far, add the page and the batch handler."""
+        """Replay the events logged so far, add the page and the batch handler.
+
+        Parameters
+        ----------
+        scheduler : distributed.Scheduler
+            The scheduler the plugin runs in.
+        """
         if self.log is None:
             self.log = FitLog(self.max_fits)
             for _, msg in scheduler.get_events(TOPIC):
@@ -102,12 +108,28 @@ class DashboardPlugin(SchedulerPlugin):
             logger.warning("daskelastic: cannot add %s to the dashboard: %r", PAGE, e)
 
     def log_event(self, topic, msg):
-        """Fold an event of topic ``"daskelastic"`` into the log."""
+        """Fold an event of topic ``"daskelastic"`` into the log.
+
+        Parameters
+        ----------
+        topic : str
+            The event's topic; others are ignored.
+        msg : dict
+            The event.
+        """
         if topic == TOPIC and self.log is not None:
             self.log.add(msg)
 
     def remove_client(self, scheduler, client):
-        """Mark the running fits of a client that left as ``disconnected``."""
+        """Mark the running fits of a client that left as ``disconnected``.
+
+        Parameters
+        ----------
+        scheduler : distributed.Scheduler
+            The scheduler.
+        client : str
+            The id of the client that left.
+        """
         if self.log is not None:
             self.log.client_gone(client)
 
@@ -317,6 +339,7 @@ def register_dashboard(client):
     Parameters
     ----------
     client : distributed.Client
+        A client of the cluster.
 
     Returns
     -------
@@ -360,6 +383,7 @@ def dashboard_link(client):
     Parameters
     ----------
     client : distributed.Client
+        A client of the cluster.
 
     Returns
     -------

@@ -175,7 +175,13 @@ class FitFigures:
             self.scale_ins.stream(scale_ins)
 
     def set_tol(self, tol):
-        """Draw the target gap ``tol`` (nothing for None or 0)."""
+        """Draw the target gap as a dashed line.
+
+        Parameters
+        ----------
+        tol : float or None
+            The fit's ``tol``; nothing is drawn for None or 0.
+        """
         if tol:
             self.tol.location = float(tol)
             self.tol.visible = True
@@ -183,7 +189,13 @@ class FitFigures:
             self.tol.visible = False
 
     def set_placement(self, placement):
-        """Draw rows and chunks per worker, ``{worker: {"chunks": [...], "rows": n}}``."""
+        """Draw rows and chunks per worker.
+
+        Parameters
+        ----------
+        placement : dict
+            ``{worker: {"chunks": [chunk ids], "rows": n}}``.
+        """
         if self.rows is None:
             return
         cols = _placement_data(placement)
@@ -191,7 +203,13 @@ class FitFigures:
         self.chunks.data = cols
 
     def layout(self):
-        """The figures in a grid, two per row."""
+        """The figures in a grid, two per row.
+
+        Returns
+        -------
+        bokeh.models.Column
+            The figures, to show or embed.
+        """
         from bokeh.layouts import column, row
 
         last = [self.backups] + ([self.rows] if self.rows is not None else [])

@@ -26,7 +26,7 @@ class ProgressBar:
     ``max_iter``, and the way from the first round's duality gap down to
     ``tol`` on a log scale.  The line also shows the current gap, the workers
     holding chunks, the elapsed time and an estimate of the time left
-    (:func:`~daskelastic.monitoring.records.estimate_eta`).
+    (:func:`~daskelastic.monitoring.estimate_eta`).
 
     Parameters
     ----------
@@ -92,7 +92,13 @@ class ProgressBar:
         self._write("\n")
 
     def fraction(self):
-        """Fraction of the fit done, in [0, 1]."""
+        """Fraction of the fit done.
+
+        Returns
+        -------
+        float
+            In [0, 1].
+        """
         if not self.entries:
             return 0.0
         last = self.entries[-1]

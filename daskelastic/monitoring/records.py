@@ -364,7 +364,7 @@ class FitRecord:
     fit : str
     estimator : str
     status : str
-        ``"running"`` until the end event, then one of :data:`END_STATUSES`
+        ``"running"`` until the end event, then one of ``END_STATUSES``
         (or ``"disconnected"``).
     client : str or None
         Id of the Dask client running the fit.
@@ -395,7 +395,13 @@ class FitRecord:
         self.version = 0
 
     def apply(self, msg):
-        """Fold one event into the record."""
+        """Fold one event into the record.
+
+        Parameters
+        ----------
+        msg : dict
+            A ``start``, ``round``, ``placement`` or ``end`` event of this fit.
+        """
         kind = msg.get("event")
         self.estimator = msg.get("estimator", self.estimator)
         self.updated = time.time()
@@ -474,7 +480,13 @@ class FitLog:
         self.version = 0
 
     def add(self, msg):
-        """Fold one event (a dict with ``"event"`` and ``"fit"``) into its fit's record."""
+        """Fold one event into its fit's record (anything else is ignored).
+
+        Parameters
+        ----------
+        msg : dict
+            An event, with ``"event"`` and ``"fit"`` keys.
+        """
         if not isinstance(msg, dict) or "fit" not in msg:
             return
         fit = str(msg["fit"])
@@ -486,7 +498,13 @@ class FitLog:
         self.version += 1
 
     def client_gone(self, client):
-        """Mark the running fits of a client that left as ``disconnected``."""
+        """Mark the running fits of a client that left as ``disconnected``.
+
+        Parameters
+        ----------
+        client : str
+            The client's id.
+        """
         for record in self._fits.values():
             if record.running and record.client == client:
                 record.status = "disconnected"
@@ -494,11 +512,28 @@ class FitLog:
                 self.version += 1
 
     def records(self):
-        """The records, oldest fit first."""
+        """The records, oldest fit first.
+
+        Returns
+        -------
+        list of FitRecord
+            One per fit remembered.
+        """
         return list(self._fits.values())
 
     def get(self, fit):
-        """The record of ``fit``, or None."""
+        """The record of a fit.
+
+        Parameters
+        ----------
+        fit : str
+            The fit id.
+
+        Returns
+        -------
+        FitRecord or None
+            None for a fit never seen (or forgotten).
+        """
         return self._fits.get(fit)
 
     def _forget_old(self):

@@ -37,7 +37,7 @@ class EventSender:
     """Publish events on a Dask scheduler, in order, without blocking.
 
     :meth:`send` queues a message and returns at once.  The client's event
-    loop sends the queue shortly after (:data:`SEND_DELAY`), in order: in one
+    loop sends the queue shortly after (``SEND_DELAY``, 0.1 s), in order: in one
     call to the ``daskelastic_log_events`` handler that
     :class:`~daskelastic.monitoring.dashboard.DashboardPlugin` adds to the
     scheduler, or, on a scheduler without it, one ``log_event`` call per
@@ -73,7 +73,14 @@ class EventSender:
         self._wake = None
 
     def send(self, msg):
-        """Queue ``msg`` (msgpack-serialisable) for the scheduler and return."""
+        """Queue a message for the scheduler and return.
+
+        Parameters
+        ----------
+        msg : dict
+            The event, msgpack-serialisable (plain dicts, lists, strings
+            and numbers).
+        """
         self._queue.append(msg)
         if not self._scheduled:
             self._scheduled = True
@@ -84,7 +91,18 @@ class EventSender:
                 self.failed += 1
 
     def flush(self, timeout=5.0):
-        """Send what is queued and wait for it; False if that failed or timed out."""
+        """Send what is queued and wait until it is sent.
+
+        Parameters
+        ----------
+        timeout : float, default=5.0
+            Seconds to wait at most.
+
+        Returns
+        -------
+        bool
+            False if sending failed or timed out.
+        """
         try:
             self.client.sync(self._flush, callback_timeout=timeout)
         except Exception as e:  # noqa: BLE001 - a closed client, a timeout
@@ -214,7 +232,18 @@ class FitMonitor:
                                      "placement": placement}))
 
     def on_round(self, entry):
-        """The driver's callback: show and publish one round; never asks to stop."""
+        """The driver's callback: show and publish one round.
+
+        Parameters
+        ----------
+        entry : dict
+            The round's history entry.
+
+        Returns
+        -------
+        bool
+            False: watching never stops a fit.
+        """
         self._last = entry
         if self.progress is not None:
             self.progress(entry)
