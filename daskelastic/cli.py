@@ -43,6 +43,7 @@ def build_parser():
     Returns
     -------
     argparse.ArgumentParser
+        With the ``demo`` and ``fit`` subcommands.
     """
     parser = argparse.ArgumentParser(prog="python -m daskelastic",
                                      description="Elastic CoCoA+ training on Dask.")
@@ -110,6 +111,15 @@ def main(argv=None):
     int
         The exit status: 0, 1 when a fit failed (``parser.error`` exits
         with 2 on bad options and unreadable files).
+
+    Examples
+    --------
+    >>> from daskelastic.cli import main
+    >>> try:
+    ...     main(["fit", "no-such-table.csv", "--target", "late"])
+    ... except SystemExit as e:
+    ...     print("exit status", e.code)
+    exit status 2
     """
     parser = build_parser()
     args = parser.parse_args(argv)

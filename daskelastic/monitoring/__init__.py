@@ -47,6 +47,15 @@ def dask_setup(dask_server):
     ----------
     dask_server : distributed.Scheduler or distributed.Worker
         The server being started.
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster
+    >>> with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0",
+    ...                   scheduler_kwargs={"preload": ["daskelastic.monitoring"]}
+    ...                   ) as cluster:
+    ...     "daskelastic-dashboard" in cluster.scheduler.plugins
+    True
     """
     from .dashboard import dask_setup as setup
 

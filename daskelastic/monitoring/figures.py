@@ -46,6 +46,17 @@ class FitFigures:
         used, dropped or preempted; backup workers, dropped and preempted
         results per round; rows and chunks per worker (None without
         ``placement``).
+
+    Examples
+    --------
+    >>> from daskelastic.monitoring import FitFigures
+    >>> figures = FitFigures()
+    >>> figures.show([{"round": 0, "time": 0.1, "duality_gap": 0.5, "n_workers": 2,
+    ...                "worker_seconds": {"a": 0.01, "b": 0.02}}], tol=1e-4)
+    >>> figures.set_placement({"a": {"chunks": [0, 2], "rows": 500},
+    ...                        "b": {"chunks": [1, 3], "rows": 500}})
+    >>> len(figures.per_worker.data["worker"]), list(figures.rows.y_range.factors)
+    (2, ['a', 'b'])
     """
 
     def __init__(self, *, height=240, placement=True):

@@ -379,6 +379,16 @@ class FitRecord:
         The end event.
     version : int
         Incremented by every change, so viewers can tell what is new.
+
+    Examples
+    --------
+    >>> record = FitRecord("f1")
+    >>> record.apply({"event": "start", "fit": "f1", "estimator": "LinearSVC",
+    ...               "params": {"tol": 1e-3, "max_iter": 50}})
+    >>> record.apply({"event": "end", "fit": "f1", "status": "failed",
+    ...               "error": "KeyError: 'fit-1'"})
+    >>> record.estimator, record.status, record.running
+    ('LinearSVC', 'failed', False)
     """
 
     def __init__(self, fit):

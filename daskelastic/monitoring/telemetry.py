@@ -59,6 +59,19 @@ class EventSender:
     ----------
     sent, failed : int
         Messages sent, and messages the scheduler did not take.
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster
+    >>> from daskelastic.monitoring import EventSender
+    >>> with LocalCluster(n_workers=0, processes=False,
+    ...                   dashboard_address="127.0.0.1:0") as cluster, \\
+    ...         Client(cluster) as client:
+    ...     sender = EventSender(client, topic="example")
+    ...     for i in range(3):
+    ...         sender.send({"i": i})
+    ...     sender.flush(), [m["i"] for _, m in client.get_events("example")]
+    (True, [0, 1, 2])
     """
 
     def __init__(self, client, topic=TOPIC, *, batch=False):
@@ -179,6 +192,20 @@ class FitMonitor:
         How the fit ended, once :meth:`finish` was called.
     sender : EventSender or None
         The event publisher, None without telemetry.
+
+    Examples
+    --------
+    Without a client (an in-process fit) the monitor only draws the bar:
+
+    >>> import io
+    >>> from daskelastic import Ridge
+    >>> from daskelastic.monitoring import FitMonitor, ProgressBar
+    >>> bar = ProgressBar(tol=1e-3, max_iter=10, stream=io.StringIO())
+    >>> monitor = FitMonitor(Ridge(tol=1e-3, max_iter=10), backend=None, progress=bar)
+    >>> monitor.on_round({"round": 0, "time": 0.1, "duality_gap": 1e-4, "n_workers": 1})
+    False
+    >>> monitor.finish(error=KeyboardInterrupt())
+    'interrupted'
     """
 
     def __init__(self, estimator, backend, client=None, *, progress=None):
