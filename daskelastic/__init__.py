@@ -2,7 +2,9 @@
 
 from . import config  # noqa: F401  (registers the dask.config defaults)
 from .estimators import LinearSVC, LogisticRegression, Ridge
+from .monitoring import history_frame, plot_history
 
 __version__ = "0.1.0"
 
-__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "__version__"]
+__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "history_frame", "plot_history",
+           "__version__"]

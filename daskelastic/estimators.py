@@ -19,6 +19,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from . import config
 from .driver import Problem, run_cocoa
 from .losses import loss_code
+from .monitoring import FitMonitor, ProgressBar
 from .objective import lambda_from_C
 from .placement import make_chunks, split_rows
 from .policies import STRAGGLER_POLICIES, StragglerPolicy, make_straggler_policy
@@ -147,6 +148,7 @@ class _CoCoABase(BaseEstimator):
                     backend.load_chunks(make_chunks(X, Y, sw,
                                                     split_rows(n, n_chunks=k * cpw),
                                                     shuffle=self._seed()))
+            monitor = FitMonitor(self, backend, client, progress=self._progress_callback())
             try:
                 result = run_cocoa(backend, problem, tol=self.tol,
                                    max_iter=self.max_iter, gamma=self.gamma,
@@ -154,7 +156,12 @@ class _CoCoABase(BaseEstimator):
                                    acceleration=self.acceleration,
                                    random_state=self._seed(),
                                    straggler_policy=policy,
-                                   callback=self._progress_callback())
+                                   callback=monitor.on_round)
+            except BaseException as error:
+                monitor.finish(error=error)
+                raise
+            else:
+                monitor.finish(result)
             finally:
                 backend.close()
         self._set_fitted(result, encoder, problem)
@@ -171,12 +178,7 @@ class _CoCoABase(BaseEstimator):
     def _progress_callback(self):
         if not self.verbose:
             return None
-
-        def report(entry):
-            print(f"[daskelastic] round {entry['round']:4d}  "
-                  f"gap {entry['duality_gap']:.3e}  primal {entry['primal']:.6g}  "
-                  f"workers {entry['n_workers']}  {entry['time']:.2f}s", flush=True)
-        return report
+        return ProgressBar(tol=self.tol, max_iter=self.max_iter, per_round=self.verbose >= 2)
 
     def _prepare_dask(self, X, y, sample_weight):
         import dask.array as da
@@ -348,7 +350,8 @@ _COMMON_TAIL = """
     random_state : int, RandomState instance or None, default=None
         Seed of the order in which the local solvers visit samples.
     verbose : int, default=0
-        Print the duality gap every round when positive.
+        ``1``: a progress bar with the duality gap, the workers and the time
+        left; ``2``: a line per round.
     client : distributed.Client, optional
         Cluster to fit on; the current client by default.
     backend : {"auto", "dask", "inprocess"}, default="auto"

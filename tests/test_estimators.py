@@ -154,9 +154,9 @@ def test_pickle_drops_the_client(binary, client):
     np.testing.assert_array_equal(restored.predict(X), clf.predict(X))
 
 
-def test_verbose_reports_each_round(binary, capsys):
+def test_verbose_2_reports_each_round(binary, capsys):
     X, y = binary
-    clf = de.LogisticRegression(verbose=1, tol=1e-3).fit(X, y)
+    clf = de.LogisticRegression(verbose=2, tol=1e-3).fit(X, y)
     out = capsys.readouterr().out
     assert out.count("[daskelastic] round") == len(clf.history_)
 

@@ -1,0 +1,399 @@
+"""Command line: ``python -m daskelastic demo`` and ``python -m daskelastic fit DATA``.
+
+``demo`` fits a logistic regression on a real table (327,346 NYC flights of
+2013, one-hot encoded: will a flight arrive more than 15 minutes late?) on a
+LocalCluster started for it, and prints the dashboard page, the rounds, the
+certified duality gap and the test accuracy.
+
+``fit`` trains a model on a CSV, Parquet or svmlight file::
+
+    python -m daskelastic fit flights.parquet --model logistic --target late \\
+        --C 0.1 --workers 4 --output model.joblib --history history.csv
+
+Numeric columns are features as they are; text, categorical and boolean
+columns are one-hot encoded (``column=value``), in the order of the table.
+Bad options and unreadable files end the command with a message and exit
+status 2; a fit that fails, with status 1.
+"""
+
+import argparse
+import contextlib
+import logging
+import sys
+import time
+import warnings
+from pathlib import Path
+
+__all__ = ["main", "build_parser"]
+
+MODELS = {"logistic": "LogisticRegression", "linearsvc": "LinearSVC", "ridge": "Ridge"}
+FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet",
+           ".pq": "parquet", ".svm": "svmlight", ".svmlight": "svmlight",
+           ".libsvm": "svmlight"}
+HISTORY_FORMATS = (".csv", ".parquet", ".json")
+
+
+class _UsageError(Exception):
+    """A problem with the options or the input files: exit status 2."""
+
+
+def build_parser():
+    """The argument parser of ``python -m daskelastic``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        With the ``demo`` and ``fit`` subcommands.
+    """
+    parser = argparse.ArgumentParser(prog="python -m daskelastic",
+                                     description="Elastic CoCoA+ training on Dask.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="fit a real table on an embedded LocalCluster")
+    demo.add_argument("--workers", type=int, default=2, help="worker processes (2)")
+    demo.add_argument("--rows", type=int, default=None, help="use only the first rows")
+    demo.add_argument("--C", type=float, default=0.1, help="inverse regularisation (0.1)")
+    demo.add_argument("--tol", type=float, default=1e-3, help="relative duality gap (1e-3)")
+    demo.add_argument("--max-iter", type=int, default=500, help="rounds at most (500)")
+    demo.add_argument("--verbose", type=int, default=0,
+                      help="1: a progress bar, 2: a line per round")
+
+    fit = sub.add_parser(
+        "fit", help="fit a model on a CSV, Parquet or svmlight file",
+        description="Fit a daskelastic model on a table and save it with joblib. Numeric "
+                    "columns are used as they are; text, categorical and boolean columns "
+                    "are one-hot encoded (column=value).")
+    fit.add_argument("data", help="the table: .csv/.tsv, .parquet or .svm/.svmlight/.libsvm")
+    fit.add_argument("--format", choices=sorted(set(FORMATS.values())),
+                     help="the file's format (by default from its extension)")
+    fit.add_argument("--model", choices=sorted(MODELS), default="logistic",
+                     help="logistic regression, linear SVM or ridge regression (logistic)")
+    fit.add_argument("--target", help="the column to predict (CSV and Parquet)")
+    fit.add_argument("--drop", action="append", default=[], metavar="COL",
+                     help="a column not to use as a feature (repeatable)")
+    fit.add_argument("--C", type=float, default=None,
+                     help="inverse regularisation strength (1.0; ridge: alpha = 1/C)")
+    fit.add_argument("--alpha", type=float, default=None,
+                     help="ridge regularisation strength (1.0)")
+    fit.add_argument("--loss", choices=["squared_hinge", "hinge"], default=None,
+                     help="linearsvc loss (squared_hinge)")
+    fit.add_argument("--tol", type=float, default=1e-4,
+                     help="relative duality gap to reach (1e-4)")
+    fit.add_argument("--max-iter", type=int, default=200, help="rounds at most (200)")
+    fit.add_argument("--no-intercept", action="store_true", help="fit no intercept")
+    fit.add_argument("--straggler-policy", default=None,
+                     help="how rounds treat slow workers (the estimators' straggler_policy)")
+    fit.add_argument("--random-state", type=int, default=None, help="seed of the fit")
+    where = fit.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None,
+                       help="start a LocalCluster of this many worker processes")
+    where.add_argument("--scheduler", default=None, metavar="ADDR",
+                       help="fit on the Dask cluster of this scheduler (tcp://host:8786)")
+    fit.add_argument("--output", "-o", default=None, metavar="PATH",
+                     help="write the fitted model here (joblib)")
+    fit.add_argument("--history", default=None, metavar="PATH",
+                     help="write the rounds here (.csv, .parquet or .json)")
+    fit.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    parser.subcommands = {"demo": demo, "fit": fit}
+    return parser
+
+
+def main(argv=None):
+    """Run the ``daskelastic`` command line.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (``sys.argv[1:]`` by default).
+
+    Returns
+    -------
+    int
+        The exit status: 0, 1 when a fit failed (``parser.error`` exits
+        with 2 on bad options and unreadable files).
+
+    Examples
+    --------
+    >>> from daskelastic.cli import main
+    >>> try:
+    ...     main(["fit", "no-such-table.csv", "--target", "late"])
+    ... except SystemExit as e:
+    ...     print("exit status", e.code)
+    exit status 2
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "demo":
+            _check_demo(args)
+            return _demo(args)
+        return _fit(args)
+    except _UsageError as e:
+        parser.subcommands[args.command].error(str(e))
+
+
+# -- demo -----------------------------------------------------------------------------
+def _check_demo(args):
+    for name in ("workers", "max_iter"):
+        if getattr(args, name) < 1:
+            raise _UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.C <= 0 or args.tol < 0:
+        raise _UsageError("--C must be positive and --tol non-negative")
+
+
+def _demo(args):
+    import numpy as np
+    from distributed import Client, LocalCluster
+
+    import daskelastic as de
+    from daskelastic.datasets import load_flights
+    from daskelastic.monitoring import dashboard_link, register_dashboard
+
+    t0 = time.perf_counter()
+    X, y, names = load_flights(n_rows=args.rows)
+    rng = np.random.default_rng(0)
+    test = rng.random(X.shape[0]) < 0.2
+    X_train, y_train, X_test, y_test = X[~test], y[~test], X[test], y[test]
+    print(f"data: {X.shape[0]:,} flights × {X.shape[1]:,} one-hot features "
+          f"({X.nnz:,} non-zeros), {y.mean():.1%} late; "
+          f"loaded in {time.perf_counter() - t0:.1f}s", flush=True)
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
+            Client(cluster) as client:
+        register_dashboard(client)
+        print(f"cluster: {len(client.scheduler_info()['workers'])} workers; watch the fit "
+              f"at {dashboard_link(client)}", flush=True)
+        clf = de.LogisticRegression(C=args.C, tol=args.tol, max_iter=args.max_iter,
+                                    client=client, verbose=args.verbose)
+        t1 = time.perf_counter()
+        clf.fit(X_train, y_train)
+        seconds = time.perf_counter() - t1
+    h = clf.history_[-1]
+    print(f"fit: {clf.n_iter_[0]} rounds on {h['n_workers']} workers in {seconds:.1f}s")
+    print(f"duality gap: {clf.duality_gap_:.2e} (relative; certified bound on the "
+          f"primal suboptimality), primal {h['primal']:.6f}")
+    print(f"test accuracy: {clf.score(X_test, y_test):.4f} "
+          f"(always 'on time': {1 - y_test.mean():.4f})")
+    return 0
+
+
+# -- fit ------------------------------------------------------------------------------
+def _fit(args):
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    import daskelastic as de
+
+    fmt = _check_fit_options(args)
+    X, y, features = read_table(args.data, fmt=fmt, target=args.target, drop=args.drop)
+    est = getattr(de, MODELS[args.model])(
+        tol=args.tol, max_iter=args.max_iter, fit_intercept=not args.no_intercept,
+        random_state=args.random_state, verbose=0 if args.quiet else 1)
+    if args.model == "ridge":
+        est.set_params(alpha=args.alpha if args.alpha is not None
+                       else 1.0 / args.C if args.C is not None else 1.0)
+    else:
+        est.set_params(C=1.0 if args.C is None else args.C)
+    if args.loss is not None:
+        est.set_params(loss=args.loss)
+    if args.straggler_policy is not None:
+        if "straggler_policy" not in est.get_params():
+            raise _UsageError("--straggler-policy: this daskelastic has no straggler policies")
+        est.set_params(straggler_policy=args.straggler_policy)
+    print(f"data: {X.shape[0]:,} rows × {X.shape[1]:,} features from {args.data} ({fmt})",
+          flush=True)
+    with _cluster(args) as client:
+        if client is not None:
+            from daskelastic.monitoring import dashboard_link, register_dashboard
+
+            est.set_params(client=client, backend="dask")
+            register_dashboard(client)
+            print(f"cluster: {len(client.scheduler_info()['workers'])} workers; watch the "
+                  f"fit at {dashboard_link(client)}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings():  # the summary below says it
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                est.fit(X, y)
+        except InvalidParameterError as e:  # e.g. an unknown straggler policy
+            raise _UsageError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - reported, with the exit status
+            print(f"error: the fit failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
+        seconds = time.perf_counter() - t0
+    est.set_params(client=None)
+    h = est.history_[-1]
+    ended = "converged" if est.duality_gap_ <= args.tol else \
+        "stopped at --max-iter (raise it, or --tol, or scale the features)"
+    print(f"fit: {type(est).__name__} {ended} after {est.n_iter_[0]} rounds on "
+          f"{h['n_workers']} workers in {seconds:.1f}s; relative duality gap "
+          f"{est.duality_gap_:.2e}")
+    metric = "R²" if args.model == "ridge" else "accuracy"
+    print(f"training {metric}: {est.score(X, y):.4f}")
+    if args.output:
+        import joblib
+
+        joblib.dump(est, args.output)
+        print(f"model: {args.output} ({len(features)} features: "
+              f"{', '.join(features[:5])}{', ...' if len(features) > 5 else ''})")
+    if args.history:
+        _write_history(est, args.history)
+        print(f"history: {args.history} ({len(est.history_)} rounds)")
+    return 0
+
+
+def _check_fit_options(args):
+    """Check the options against each other; return the data's format."""
+    if args.C is not None and args.C <= 0:
+        raise _UsageError("--C must be positive")
+    if args.alpha is not None and args.alpha <= 0:
+        raise _UsageError("--alpha must be positive")
+    if args.alpha is not None and args.model != "ridge":
+        raise _UsageError("--alpha applies to --model ridge; use --C")
+    if args.alpha is not None and args.C is not None:
+        raise _UsageError("give --alpha or --C, not both")
+    if args.loss is not None and args.model != "linearsvc":
+        raise _UsageError("--loss applies to --model linearsvc")
+    if args.tol < 0:
+        raise _UsageError("--tol must be non-negative")
+    if args.max_iter < 1:
+        raise _UsageError("--max-iter must be at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise _UsageError("--workers must be at least 1")
+    fmt = args.format or FORMATS.get("".join(Path(args.data).suffixes[-2:]).lower()) \
+        or FORMATS.get(Path(args.data).suffix.lower())
+    if fmt is None:
+        raise _UsageError(f"cannot tell the format of {args.data!r} from its extension: "
+                          f"give --format ({', '.join(sorted(set(FORMATS.values())))})")
+    if fmt == "svmlight" and args.target is not None:
+        raise _UsageError("--target does not apply to svmlight files: the labels are the "
+                          "file's first column")
+    if fmt != "svmlight" and args.target is None:
+        raise _UsageError(f"--target is required: the column of {args.data} to predict")
+    if fmt == "svmlight" and args.drop:
+        raise _UsageError("--drop does not apply to svmlight files")
+    for option, path in (("--output", args.output), ("--history", args.history)):
+        if path is not None and not Path(path).resolve().parent.is_dir():
+            raise _UsageError(f"{option}: the folder of {path!r} does not exist")
+    if args.history is not None and Path(args.history).suffix.lower() not in HISTORY_FORMATS:
+        raise _UsageError(f"--history must end in {', '.join(HISTORY_FORMATS)}")
+    return fmt
+
+
+def read_table(path, *, fmt, target=None, drop=()):
+    """Read a table for ``fit``: the features, the target and the feature names.
+
+    Parameters
+    ----------
+    path : str
+        A CSV, Parquet or svmlight file.
+    fmt : {"csv", "parquet", "svmlight"}
+        Its format.
+    target : str, optional
+        The target column (CSV and Parquet).
+    drop : list of str
+        Columns that are not features.
+
+    Returns
+    -------
+    X : ndarray or scipy.sparse.csr_matrix
+        Dense when every feature is numeric; CSR with one-hot columns.
+    y : ndarray
+    names : list of str
+    """
+    if fmt == "svmlight":
+        from sklearn.datasets import load_svmlight_file
+
+        try:
+            X, y = load_svmlight_file(path)
+        except (OSError, ValueError) as e:
+            raise _UsageError(f"cannot read {path} as svmlight: {e}") from None
+        return X, y, [f"x{j}" for j in range(X.shape[1])]
+    import pandas as pd
+
+    try:
+        if fmt == "parquet":
+            frame = pd.read_parquet(path)
+        else:
+            sep = "\t" if Path(path).suffix.lower() == ".tsv" else ","
+            frame = pd.read_csv(path, sep=sep)
+    except ImportError as e:
+        raise _UsageError(f"cannot read {path}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - parse errors of every kind
+        raise _UsageError(f"cannot read {path} as {fmt}: {type(e).__name__}: {e}") from None
+    missing = [c for c in [target, *drop] if c not in frame.columns]
+    if missing:
+        cols = ", ".join(map(str, frame.columns[:20]))
+        raise _UsageError(f"{', '.join(map(repr, missing))} not a column of {path} "
+                          f"(columns: {cols}{', ...' if frame.shape[1] > 20 else ''})")
+    y = frame[target]
+    if y.isna().any():
+        raise _UsageError(f"the target {target!r} has {int(y.isna().sum())} missing values: "
+                          "drop or fill them first")
+    features = frame.drop(columns=[target, *drop])
+    if features.shape[1] == 0:
+        raise _UsageError(f"{path} has no feature columns left")
+    return _assemble(features, y.to_numpy(), path)
+
+
+def _assemble(features, y, path):
+    import numpy as np
+    import pandas as pd
+    import scipy.sparse as sp
+
+    from .datasets import _one_hot
+
+    numeric = [c for c in features.columns if pd.api.types.is_numeric_dtype(features[c])
+               and not pd.api.types.is_bool_dtype(features[c])]
+    categorical = [c for c in features.columns if c not in numeric]
+    nan_cols = [c for c in numeric if features[c].isna().any()]
+    if nan_cols:
+        raise _UsageError(f"missing values in {', '.join(map(repr, nan_cols[:10]))} of "
+                          f"{path}: drop or fill them first")
+    dense = features[numeric].to_numpy(dtype=np.float64)
+    names = [str(c) for c in numeric]
+    if not categorical:
+        return np.ascontiguousarray(dense), y, names
+    onehot, onehot_names = _one_hot(features[categorical].astype(str), categorical)
+    X = sp.hstack([sp.csr_matrix(dense), onehot], format="csr")
+    return X, y, names + onehot_names
+
+
+def _cluster(args):
+    if args.workers is None and args.scheduler is None:
+        return contextlib.nullcontext(None)
+    return _connect(args)
+
+
+@contextlib.contextmanager
+def _connect(args):
+    from distributed import Client, LocalCluster
+
+    from . import config
+
+    if args.scheduler is not None:
+        try:
+            client = Client(args.scheduler, timeout="10s")
+        except (OSError, TimeoutError) as e:
+            raise _UsageError(f"cannot connect to the scheduler at {args.scheduler}: "
+                              f"{e}") from None
+        with client:
+            yield client
+        return
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=config.get("dashboard-address"),
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _write_history(est, path):
+    from .monitoring import history_frame
+
+    frame = history_frame(est)
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        frame.to_csv(path)
+    elif suffix == ".parquet":
+        frame.to_parquet(path)
+    else:
+        frame.reset_index().to_json(path, orient="records", indent=1)
