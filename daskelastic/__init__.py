@@ -2,7 +2,9 @@
 
 from . import config  # noqa: F401  (registers the dask.config defaults)
 from .estimators import LinearSVC, LogisticRegression, Ridge
+from .simulation import ClusterEvent, ClusterModel, simulate
 
 __version__ = "0.1.0"
 
-__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "__version__"]
+__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "simulate", "ClusterModel",
+           "ClusterEvent", "__version__"]
