@@ -126,7 +126,7 @@ class ClusterModel:
         at speed 1 (a coordinate step on a row with ``z`` stored values and
         ``m`` targets costs ``(z + 1) · m`` of them, the ``+ 1`` for the
         intercept and per-row work).  None: measured once per process on the
-        fit's data (:func:`calibrate_seconds_per_nnz`); set it for runs that
+        fit's data (:func:`~daskelastic.backends.simulated.calibrate_seconds_per_nnz`); set it for runs that
         are reproducible across processes and machines.
     speeds : sequence of float, optional
         Relative speed of each initial worker (1 by default).
@@ -209,15 +209,43 @@ class ClusterModel:
                                                         key=lambda e: e.time)))
 
     def replace(self, **changes):
-        """A copy with some parameters changed."""
+        """A copy with some parameters changed.
+
+        Parameters
+        ----------
+        **changes
+            New values of parameters.
+
+        Returns
+        -------
+        ClusterModel
+            The changed copy.
+        """
         return replace(self, **changes)
 
     def transfer_seconds(self, n_bytes):
-        """Seconds to send ``n_bytes`` one way: latency plus bytes over bandwidth."""
+        """Seconds to send a message one way: latency plus bytes over bandwidth.
+
+        Parameters
+        ----------
+        n_bytes : float
+            Size of the message.
+
+        Returns
+        -------
+        float
+            Virtual seconds.
+        """
         return self.latency + n_bytes / self.bandwidth
 
     def worker_speeds(self):
-        """Relative speed of each initial worker."""
+        """Relative speed of each initial worker.
+
+        Returns
+        -------
+        ndarray of shape (n_workers,)
+            ``speeds``, or speeds drawn from ``speed_spread`` and ``seed``.
+        """
         if self.speeds is not None:
             return np.array(self.speeds)
         if self.speed_spread == 0:
@@ -226,7 +254,13 @@ class ClusterModel:
         return np.exp(rng.normal(0.0, self.speed_spread, self.n_workers))
 
     def worker_prices(self):
-        """Price of a worker-second of each initial worker."""
+        """Price of a worker-second of each initial worker.
+
+        Returns
+        -------
+        ndarray of shape (n_workers,)
+            ``price`` for every worker, or the per-worker prices.
+        """
         if np.isscalar(self.price):
             return np.full(self.n_workers, float(self.price))
         return np.array(self.price)
