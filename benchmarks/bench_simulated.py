@@ -142,6 +142,24 @@ def summarise(rows, log):
     return verdicts
 
 
+def rst_table(rows):
+    """The study as a reStructuredText table (for docs/simulation.rst)."""
+    body = []
+    for K in sorted({r["K"] for r in rows}):
+        for m in ("random", "heavy"):
+            group = [r for r in rows if r["K"] == K and r["stragglers"] == m]
+            wait = next((r for r in group if r["policy"] == "wait"), None)
+            for r in group:
+                body.append([str(K), m, r["policy"], _s(r["time"]), _i(r["rounds"]),
+                             _s(r["cost"]), _ratio(wait and wait["time"], r["time"])])
+    headers = ["K", "stragglers", "policy", "virtual s", "rounds", "cost (worker-s)",
+               "vs wait"]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
+    rule = "  ".join("=" * w for w in widths)
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([rule, line(headers), rule, *(line(b) for b in body), rule])
+
+
 def _s(x):
     return "—" if x is None else f"{x:.4g}"
 
@@ -242,6 +260,7 @@ def finish(name, rows, tol, rate, C, env, verdicts, log):
     csv_rows = [{k: v for k, v in r.items() if k != "curve"} for r in rows]
     results = {"rows": rows, "tol": tol, "rate": rate, "C": C, "environment": env,
                "verdicts": verdicts}
+    log("\n" + rst_table(rows))
     write_results(name, results, csv_rows, log, plot,
                   f"flights, logistic C={C:g}: gap vs virtual time "
                   f"(rate {rate:.2g} s per stored value)")

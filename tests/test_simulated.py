@@ -227,18 +227,21 @@ def test_a_failed_worker_stops_the_fit_with_what_recovery_needs(flights_small):
 
 @pytest.mark.slow
 def test_a_thousand_virtual_workers_fit_the_full_flights_table():
+    """1,000 workers of ~327 rows each: a few minutes of wall time on two cores."""
     from daskelastic.datasets import load_flights
 
     X, y, _ = load_flights()
-    model = ClusterModel(n_workers=1000, seconds_per_nnz=RATE, latency=5e-4,
-                         bandwidth=1.25e9, stragglers=RandomSlowdown(factor=4.0))
+    model = ClusterModel(n_workers=1000, seconds_per_nnz=1.5e-7, latency=5e-4,
+                         bandwidth=1.25e9, overhead=1e-3,
+                         stragglers=RandomSlowdown(factor=4.0))
     t0 = time.perf_counter()
-    clf = de.simulate(de.LogisticRegression(C=1.0, tol=1e-3, max_iter=500), X, y, model,
-                      straggler_policy="backup", n_backup=20)
+    clf = de.simulate(de.LogisticRegression(C=0.01, tol=1e-3, max_iter=150), X, y,
+                      model, straggler_policy="backup", n_backup=20)
     wall = time.perf_counter() - t0
     assert clf.duality_gap_ <= 1e-3
     assert all(h["n_workers"] == 1000 for h in clf.history_)
-    assert wall < 300
+    assert all(h["n_dropped"] >= 1 for h in clf.history_[:-1])
+    assert wall < 600
 
 
 def test_cluster_model_parameters_are_validated(flights_small):
