@@ -59,11 +59,12 @@ def policies(K):
             + [("dynamic", "dynamic", None), ("preempt", "preempt", None)])
 
 
-def cluster(K, stragglers, rate):
+def cluster(K, stragglers, rate, check_every=1024):
     from daskelastic import ClusterModel
 
     return ClusterModel(n_workers=K, seconds_per_nnz=rate, stragglers=stragglers,
-                        latency=5e-4, bandwidth=1.25e9, overhead=1e-3, price=1.0)
+                        latency=5e-4, bandwidth=1.25e9, overhead=1e-3, price=1.0,
+                        stop_check_every=check_every)
 
 
 def calibrate(X, y):
@@ -83,7 +84,7 @@ def calibrate(X, y):
 
 
 def run(X, y, K, model_name, stragglers, label, policy, n_backup, rate, tol, max_rounds,
-        C):
+        C, check_every=1024):
     from daskelastic import LogisticRegression, simulate
 
     t0 = time.perf_counter()
@@ -91,7 +92,7 @@ def run(X, y, K, model_name, stragglers, label, policy, n_backup, rate, tol, max
         warnings.simplefilter("ignore")   # fits capped at max_rounds
         clf = simulate(LogisticRegression(C=C, tol=tol, max_iter=max_rounds,
                                           random_state=0),
-                       X, y, cluster(K, stragglers, rate),
+                       X, y, cluster(K, stragglers, rate, check_every),
                        straggler_policy=policy, n_backup=n_backup)
     wall = time.perf_counter() - t0
     h = clf.history_
@@ -213,6 +214,10 @@ def main(argv=None):
     parser.add_argument("--rate", type=float, default=None,
                         help="seconds per stored value (default: calibrated here)")
     parser.add_argument("--n-rows", type=int, default=None)
+    parser.add_argument("--check-every", type=int, default=1024,
+                        help="what if the solvers checked the stop flag this often")
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="policy labels to run (e.g. wait 'backup b=21' dynamic)")
     parser.add_argument("--quick", action="store_true",
                         help="wait, one backup b and dynamic only")
     parser.add_argument("--name", default="simulated")
@@ -232,7 +237,7 @@ def main(argv=None):
     log(f"# simulated cluster study — {env['time']}, {env['cpus']} cpus, "
         f"daskelastic code {env['daskelastic_code']}")
     log(f"table: flights {X.shape[0]} × {X.shape[1]} (nnz {X.nnz}); C {args.C:g}; "
-        f"tol {args.tol:g}; "
+        f"tol {args.tol:g}; stop checked every {args.check_every} steps; "
         f"rate {rate:.3g} s per stored value; max {args.max_rounds} rounds")
     models = straggler_models()
     rows = []
@@ -241,9 +246,12 @@ def main(argv=None):
             todo = policies(K)
             if args.quick:
                 todo = [todo[0], todo[2], todo[-2]]
+            if args.only:
+                todo = [t for t in todo if t[0] in args.only]
             for label, policy, b in todo:
                 r = run(X, y, K, m, models[m], label, policy, b, rate, args.tol,
-                        args.max_rounds, args.C)
+                        args.max_rounds, args.C, args.check_every)
+                r["check_every"] = args.check_every
                 rows.append(r)
                 log(f"K={K:5d} {m:<7} {label:<13} time {_s(r['time']):>9}  "
                     f"rounds {_i(r['rounds']):>4}  cost {_s(r['cost']):>9}  "

@@ -126,8 +126,9 @@ class ClusterModel:
         at speed 1 (a coordinate step on a row with ``z`` stored values and
         ``m`` targets costs ``(z + 1) · m`` of them, the ``+ 1`` for the
         intercept and per-row work).  None: measured once per process on the
-        fit's data (:func:`~daskelastic.backends.simulated.calibrate_seconds_per_nnz`); set it for runs that
-        are reproducible across processes and machines.
+        fit's data
+        (:func:`~daskelastic.backends.simulated.calibrate_seconds_per_nnz`);
+        set it for runs that are reproducible across processes and machines.
     speeds : sequence of float, optional
         Relative speed of each initial worker (1 by default).
     speed_spread : float
