@@ -121,6 +121,19 @@ class Backend:
         """``Σ ‖x_i‖²`` over all rows held (without the intercept feature)."""
         raise NotImplementedError
 
+    def between_rounds(self, settlements):
+        """Called before each round, ahead of :meth:`workers`.
+
+        A backend may apply the settlements here and change its worker set
+        (a simulated cluster moves the chunks of departing workers); it
+        returns the settlements still to be sent with the next round.
+        """
+        return settlements
+
+    def cost(self):
+        """Money spent on workers so far, or None when the backend has no prices."""
+        return None
+
     def settle(self, settlements):
         """Apply settlements ``{worker: (round_id, gamma or None)}``."""
         raise NotImplementedError
@@ -235,8 +248,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         solver seconds}``), ``worker_arrival`` (``{worker: seconds from the
         round start to its result}``), ``worker_status`` (``{worker: "used" |
         "preempted" | "dropped"}``), ``cut`` (seconds into the round when
-        stragglers were stopped, or None), ``round_seconds``, ``policy`` and
-        ``policy_estimate``.
+        stragglers were stopped, or None), ``round_seconds``, ``policy``,
+        ``policy_estimate`` and ``cost`` (:meth:`Backend.cost`: money spent on
+        workers so far, None on backends without prices).
     """
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
@@ -259,6 +273,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     n_iter = n_outer = 0
     seed = 0 if random_state is None else int(random_state)
     for round_id in range(max_iter + 1):
+        settlements = backend.between_rounds(settlements)
         workers = backend.workers()
         K = len(workers)
         last = round_id == max_iter
@@ -305,6 +320,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "round_seconds": backend.clock() - outcome.start,
             "policy": policy.name,
             "policy_estimate": plan.estimate,
+            "cost": backend.cost(),
         }
         history.append(entry)
         if round_hook is not None:

@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from . import config
+from .backends.simulated import ClusterModel
 from .driver import Problem, run_cocoa
 from .losses import loss_code
 from .monitoring import FitMonitor, ProgressBar
@@ -62,7 +63,7 @@ class _CoCoABase(BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "client": [None, object],
-        "backend": [StrOptions({"auto", "dask", "inprocess"})],
+        "backend": [StrOptions({"auto", "dask", "inprocess", "simulated"})],
         "n_workers": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "chunks_per_worker": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "local_steps": [None, Interval(numbers.Integral, 1, None, closed="left")],
@@ -71,6 +72,7 @@ class _CoCoABase(BaseEstimator):
                          Interval(numbers.Real, 0, None, closed="left")],
         "straggler_policy": [StrOptions(set(STRAGGLER_POLICIES)), StragglerPolicy],
         "n_backup": [None, Interval(numbers.Integral, 0, None, closed="left")],
+        "cluster_model": [None, ClusterModel],
     }
 
     _loss = None  # set by subclasses / from parameters
@@ -133,6 +135,8 @@ class _CoCoABase(BaseEstimator):
                 chunks = make_chunks(X, Y, sw, split_rows(n, n_chunks=k * cpw),
                                      shuffle=None if k == 1 else self._seed())
                 backend = InProcessBackend(problem, chunks, n_workers=k)
+            elif kind == "simulated":
+                backend = self._simulated_backend(X, Y, sw, problem, cpw, dask_input)
             else:
                 from .backends.dask import DaskBackend
 
@@ -166,6 +170,22 @@ class _CoCoABase(BaseEstimator):
                 backend.close()
         self._set_fitted(result, encoder, problem)
         return self
+
+    def _simulated_backend(self, X, Y, sw, problem, chunks_per_worker, dask_input):
+        from .backends.simulated import SimulatedBackend
+
+        model = self.cluster_model or ClusterModel(n_workers=self.n_workers or 8)
+        if self.n_workers is not None and self.n_workers != model.n_workers:
+            raise ValueError(f"n_workers={self.n_workers} differs from "
+                             f"cluster_model.n_workers={model.n_workers}")
+        if dask_input:
+            raise ValueError("backend='simulated' needs in-memory input, not a dask "
+                             "collection")
+        k = model.n_workers
+        chunks = make_chunks(X, Y, sw, split_rows(problem.n_samples,
+                                                  n_chunks=k * chunks_per_worker),
+                             shuffle=self._seed())
+        return SimulatedBackend(problem, chunks, model)
 
     def _seed(self):
         rs = self.random_state
@@ -354,11 +374,13 @@ _COMMON_TAIL = """
         left; ``2``: a line per round.
     client : distributed.Client, optional
         Cluster to fit on; the current client by default.
-    backend : {"auto", "dask", "inprocess"}, default="auto"
+    backend : {"auto", "dask", "inprocess", "simulated"}, default="auto"
         ``"dask"`` fits on ``client`` (or the current client, or an embedded
         ``LocalCluster`` started for the fit); ``"inprocess"`` fits in this
         process; ``"auto"`` is ``"dask"`` unless there is no client and the
-        input is small (``daskelastic.embedded-threshold`` stored values).
+        input is small (``daskelastic.embedded-threshold`` stored values);
+        ``"simulated"`` fits in this process on the virtual cluster
+        ``cluster_model`` (``history_`` times are virtual seconds).
     n_workers : int, optional
         Workers to use (all of the cluster's by default; the size of an
         embedded cluster; one for ``"inprocess"``).
@@ -389,6 +411,9 @@ daskelastic.policies.StragglerPolicy, default="preempt"
         instance sets the policy's own parameters.
     n_backup : int, optional
         ``b`` of ``straggler_policy="backup"`` (default 1).
+    cluster_model : ClusterModel, optional
+        The virtual cluster of ``backend="simulated"`` (default:
+        ``ClusterModel(n_workers=n_workers or 8)``); see :func:`~daskelastic.simulate`.
 """
 
 _ATTRS_DOC = """
@@ -407,7 +432,8 @@ _ATTRS_DOC = """
         weight), ``worker_seconds`` and ``worker_arrival`` (each worker's
         solver time and the time its result arrived), ``worker_status``
         (``"used"``, ``"preempted"`` or ``"dropped"``), ``cut``,
-        ``round_seconds``, ``policy`` and ``policy_estimate``.
+        ``round_seconds``, ``policy``, ``policy_estimate`` and ``cost``
+        (money spent on workers so far on a simulated cluster, else None).
     duality_gap_ : float
         Relative duality gap of the returned coefficients: a certificate that
         their objective is within this fraction of the optimum.
@@ -460,7 +486,8 @@ class LogisticRegression(_ClassifierBase):
                  intercept_scaling=1.0, class_weight=None, random_state=None,
                  verbose=0, client=None, backend="auto", n_workers=None,
                  chunks_per_worker=None, local_steps=None, gamma=1.0,
-                 acceleration="auto", straggler_policy="preempt", n_backup=None):
+                 acceleration="auto", straggler_policy="preempt", n_backup=None,
+                 cluster_model=None):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -478,6 +505,7 @@ class LogisticRegression(_ClassifierBase):
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
         self.n_backup = n_backup
+        self.cluster_model = cluster_model
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -592,7 +620,7 @@ class LinearSVC(_ClassifierBase):
                  random_state=None, verbose=0, client=None, backend="auto",
                  n_workers=None, chunks_per_worker=None, local_steps=None,
                  gamma=1.0, acceleration="auto", straggler_policy="preempt",
-                 n_backup=None):
+                 n_backup=None, cluster_model=None):
         self.C = C
         self.loss = loss
         self.tol = tol
@@ -611,6 +639,7 @@ class LinearSVC(_ClassifierBase):
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
         self.n_backup = n_backup
+        self.cluster_model = cluster_model
 
     def _loss_name(self):
         return self.loss
@@ -681,7 +710,7 @@ class Ridge(RegressorMixin, _CoCoABase):
                  intercept_scaling=1.0, random_state=None, verbose=0, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, acceleration="auto",
-                 straggler_policy="preempt", n_backup=None):
+                 straggler_policy="preempt", n_backup=None, cluster_model=None):
         self.alpha = alpha
         self.tol = tol
         self.max_iter = max_iter
@@ -698,6 +727,7 @@ class Ridge(RegressorMixin, _CoCoABase):
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
         self.n_backup = n_backup
+        self.cluster_model = cluster_model
 
     def _C(self):
         return 1.0 / self.alpha

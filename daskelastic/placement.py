@@ -6,6 +6,7 @@ processes every chunk the worker holds, and moving a chunk (with its dual
 state) is how load is balanced and workers join or leave.
 """
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,6 +138,10 @@ def assign_chunks(chunk_sizes, workers, speeds=None, preferred=None):
     workers = list(workers)
     if not workers:
         raise ValueError("no workers to place chunks on")
+    position = {w: i for i, w in enumerate(workers)}
+    # loads only grow: a heap with stale entries refreshed on top finds the
+    # least loaded worker in O(log K) (thousands of simulated workers)
+    heap = [(0.0, i, w) for i, w in enumerate(workers)] if speeds is None else None
     speeds = {w: 1.0 for w in workers} if speeds is None else speeds
     load = {w: 0.0 for w in workers}
     plan = {w: [] for w in workers}
@@ -151,8 +156,16 @@ def assign_chunks(chunk_sizes, workers, speeds=None, preferred=None):
             plan[target].append(cid)
             load[target] += chunk_sizes[cid]
             continue
-        target = min(workers, key=lambda w: ((load[w] + chunk_sizes[cid]) / speeds[w],
-                                             workers.index(w)))
+        if heap is None:
+            target = min(workers, key=lambda w: ((load[w] + chunk_sizes[cid]) / speeds[w],
+                                                 position[w]))
+        else:  # equal speeds: the least loaded worker, first in order on ties
+            while heap[0][0] != load[heap[0][2]]:
+                w = heap[0][2]
+                heapq.heapreplace(heap, (load[w], position[w], w))
+            target = heap[0][2]
         plan[target].append(cid)
         load[target] += chunk_sizes[cid]
+        if heap is not None:
+            heapq.heapreplace(heap, (load[target], position[target], target))
     return {w: sorted(c) for w, c in plan.items()}

@@ -37,11 +37,15 @@ def _machine_workers():
 @contextlib.contextmanager
 def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
                 dask_input=False):
-    """Yield ``(kind, client)``: ``("inprocess", None)`` or ``("dask", client)``.
+    """Yield ``(kind, client)``: ``("inprocess", None)``, ``("simulated", None)``
+    or ``("dask", client)``.
 
     An embedded cluster started here is closed when the block exits, whether
     the fit succeeded or not.
     """
+    if backend == "simulated":
+        yield "simulated", None
+        return
     if backend == "inprocess":
         if dask_input:
             raise ValueError("dask collections need a Dask backend, not 'inprocess'")

@@ -1,5 +1,6 @@
-"""Backends: where the workers of a fit run (in this process, or on Dask)."""
+"""Backends: where the workers of a fit run (in this process, on Dask, or simulated)."""
 
 from .inprocess import InProcessBackend
+from .simulated import SimulatedBackend
 
-__all__ = ["InProcessBackend"]
+__all__ = ["InProcessBackend", "SimulatedBackend"]

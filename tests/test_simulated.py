@@ -1,0 +1,257 @@
+"""The simulated cluster: the real driver, policies and solvers on a virtual clock."""
+
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import daskelastic as de
+from daskelastic.backends.simulated import (
+    ClusterEvent,
+    ClusterModel,
+    SimulatedBackend,
+    WorkerLost,
+)
+from daskelastic.driver import Problem, run_cocoa
+from daskelastic.losses import loss_code
+from daskelastic.objective import lambda_from_C
+from daskelastic.placement import make_chunks, split_rows
+from daskelastic.testing import HeavyTailSlowdown, RandomSlowdown, inject_stragglers
+
+#: A fixed compute rate, so the virtual times do not depend on this machine.
+RATE = 2e-8
+
+
+def _problem(X, y, C=0.5, n_chunks=32):
+    n, d = X.shape
+    problem = Problem(loss_code("logistic"), lambda_from_C(C, n), n, d, 1, 1.0)
+    Y = np.where(y == 1, 1.0, -1.0)[:, None]
+    chunks = make_chunks(X, Y, np.ones(n), split_rows(n, n_chunks=n_chunks), shuffle=0)
+    return problem, chunks
+
+
+@pytest.fixture(scope="module")
+def flights_80k():
+    """80,000 rows of the real flights table: 10,000 rows per worker on 8 workers."""
+    from daskelastic.datasets import load_flights
+
+    X, y, _ = load_flights(n_rows=80_000)
+    return X, y
+
+
+def test_an_ideal_simulated_cluster_makes_the_iterates_of_a_real_one(flights_small,
+                                                                      client):
+    """Same K, seed and synchronous policy: the same rounds, bit for bit."""
+    X, y = flights_small
+    params = dict(C=0.5, tol=1e-5, max_iter=300, straggler_policy="wait",
+                  random_state=3)
+    real = de.LogisticRegression(backend="dask", client=client, **params).fit(X, y)
+    model = ClusterModel(n_workers=2, seconds_per_nnz=RATE)
+    sim = de.simulate(de.LogisticRegression(**params), X, y, model)
+    assert len(client.scheduler_info()["workers"]) == 2
+    assert len(sim.history_) == len(real.history_) > 10
+    assert [h["primal"] for h in sim.history_] == [h["primal"] for h in real.history_]
+    assert [h["duality_gap"] for h in sim.history_] == \
+        [h["duality_gap"] for h in real.history_]
+    np.testing.assert_array_equal(sim.coef_, real.coef_)
+    np.testing.assert_array_equal(sim.intercept_, real.intercept_)
+    assert sim.n_iter_[0] == real.n_iter_[0]
+    assert real.history_[-1]["cost"] is None and sim.history_[-1]["cost"] > 0
+
+
+def test_simulated_fits_are_deterministic(flights_small):
+    X, y = flights_small
+    model = ClusterModel(n_workers=16, seconds_per_nnz=RATE, latency=1e-4,
+                         bandwidth=1e8, stragglers=HeavyTailSlowdown(seed=2),
+                         speed_spread=0.3, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # 40 rounds do not reach tol
+        runs = [de.simulate(de.LinearSVC(C=0.5, tol=1e-6, max_iter=40, random_state=0),
+                            X, y, model, straggler_policy=policy)
+                for policy in ("dynamic", "dynamic", "preempt", "preempt")]
+    for a, b in (runs[:2], runs[2:]):
+        assert a.history_ == b.history_
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert runs[0].history_ != runs[2].history_
+
+
+def test_an_ideal_model_costs_time_only_for_compute(flights_small):
+    """With a free network, round time is the slowest worker's steps at the model's rate."""
+    X, y = flights_small
+    problem, chunks = _problem(X, y)
+    backend = SimulatedBackend(problem, chunks, ClusterModel(n_workers=4,
+                                                             seconds_per_nnz=RATE))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = run_cocoa(backend, problem, tol=1e-4, max_iter=5,
+                           straggler_policy="wait", acceleration=None)
+    nnz_per_row = X.nnz / X.shape[0] + 1.0
+    for h in result.history[:-1]:
+        rows = max(r["rows"] for r in backend.describe().values())
+        assert h["round_seconds"] == pytest.approx(rows * nnz_per_row * RATE, rel=0.02)
+    assert result.history[-1]["cost"] == pytest.approx(4 * result.history[-1]["time"])
+
+
+def test_backup_workers_shorten_rounds_in_virtual_time(flights_80k):
+    """One 4x straggler a round: a backup worker cuts the round to about a fast one."""
+    X, y = flights_80k
+    model = ClusterModel(n_workers=8, seconds_per_nnz=RATE,
+                         stragglers=RandomSlowdown(factor=4.0, seed=1))
+    rounds = {}
+    for policy in ("wait", "backup"):
+        clf = de.LogisticRegression(C=0.5, tol=1e-12, max_iter=6, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            clf = de.simulate(clf, X, y, model, straggler_policy=policy)
+        rounds[policy] = np.array([h["round_seconds"] for h in clf.history_[:-1]])
+        if policy == "backup":
+            assert all(h["n_dropped"] == 1 for h in clf.history_[:-1])
+    fast = 10_000 * (X.nnz / X.shape[0] + 1.0) * RATE     # a 1x worker's pass
+    np.testing.assert_allclose(rounds["wait"], 4 * fast, rtol=0.02)
+    ratio = rounds["wait"] / rounds["backup"]
+    # the cut comes with the 7th result (~1x); the dropped straggler still stops
+    # at a multiple of 1024 steps and makes its gap-only pass before the next round
+    print("wait / backup round times:", np.round(ratio, 2))
+    assert np.all(ratio > 2.5), ratio
+    assert np.all(rounds["backup"] < 1.5 * fast)
+
+
+def test_injected_and_modelled_stragglers_multiply(flights_small):
+    X, y = flights_small
+    problem, chunks = _problem(X, y)
+    model = ClusterModel(n_workers=4, seconds_per_nnz=RATE,
+                         stragglers=RandomSlowdown(factor=2.0, seed=0))
+    backend = SimulatedBackend(problem, chunks, model)
+    slowest = max(RandomSlowdown(factor=2.0, seed=0).factors(0, backend.workers()).items(),
+                  key=lambda kv: kv[1])[0]
+    with warnings.catch_warnings(), inject_stragglers(RandomSlowdown(factor=3.0, seed=0)):
+        warnings.simplefilter("ignore")
+        result = run_cocoa(backend, problem, tol=1e-12, max_iter=1,
+                           straggler_policy="wait", acceleration=None)
+    first = result.history[0]
+    fast = min(first["worker_seconds"].values())
+    assert first["worker_seconds"][slowest] == pytest.approx(6 * fast, rel=0.02)
+
+
+def test_a_preempted_worker_adds_the_exact_prefix_of_its_round(flights_80k):
+    """A stopped worker's Δw is that of the first steps of its full visiting order."""
+    X, y = flights_80k
+    problem, chunks = _problem(X, y)
+    model = ClusterModel(n_workers=8, seconds_per_nnz=RATE, latency=1e-4)
+    backend = SimulatedBackend(problem, chunks, model)
+    w = problem.zeros()
+    kw = dict(inv_lam_n=problem.inv_lam_n, sigma=8.0, steps=None, seed=0)
+    backend.start_round(0, w, {}, slowdowns={"sim-00002": 10.0}, **kw)
+    results = {}
+    while len(results) < 7:
+        results.update(backend.wait_results(None))
+    backend.stop_round(0, ["sim-00002"])
+    late = backend.wait_results(None)["sim-00002"]
+    assert late.stopped and 0 < late.steps < late.budget
+    assert late.steps % 1024 == 0
+    assert late.stop_latency > 1e-4
+    solver = backend._workers["sim-00002"].solver
+    solver.discard(0)
+    again = solver.solve(w, round_id=0, steps=late.steps, **{k: v for k, v in kw.items()
+                                                              if k != "steps"})
+    np.testing.assert_array_equal(again.dw, late.dw)
+    assert (again.loss_sum, again.dual_sum) == (late.loss_sum, late.dual_sum)
+
+
+@pytest.mark.parametrize("policy", ["backup", "dynamic", "preempt"])
+def test_invariants_hold_on_the_simulated_cluster(flights_small, policy):
+    """w = Σ α_i x_i / (λ n) at every round boundary, whatever the policy drops."""
+    X, y = flights_small
+    problem, chunks = _problem(X, y)
+    model = ClusterModel(n_workers=16, seconds_per_nnz=RATE, stop_check_every=64,
+                         stragglers=HeavyTailSlowdown(seed=1))
+    backend = SimulatedBackend(problem, chunks, model)
+    errors = []
+
+    def check(round_id, w, backend, v, inv_lam_n):
+        errors.append(np.abs(backend.alpha_sum() * inv_lam_n - v).max())
+
+    result = run_cocoa(backend, problem, tol=1e-3, max_iter=300, round_hook=check,
+                       straggler_policy=policy)
+    assert result.converged and max(errors) < 1e-12
+    assert sorted(backend.gather_alpha()) == list(range(32))
+
+
+def test_departures_move_chunks_with_their_dual_state(flights_small):
+    """A leaving worker's chunks move, with α, at the next round boundary."""
+    X, y = flights_small
+    problem, chunks = _problem(X, y)
+    probe = SimulatedBackend(problem, chunks, ClusterModel(n_workers=8,
+                                                           seconds_per_nnz=RATE))
+    one_round = probe._workers["sim-00000"].step_seconds * 1000
+    events = [ClusterEvent(2.5 * one_round, "leave", worker=3),
+              ClusterEvent(4.5 * one_round, "join", speed=2.0, price=3.0)]
+    model = ClusterModel(n_workers=8, seconds_per_nnz=RATE, latency=1e-5,
+                         bandwidth=1e9, events=events)
+    backend = SimulatedBackend(problem, chunks, model)
+    errors = []
+
+    def check(round_id, w, backend, v, inv_lam_n):
+        errors.append(np.abs(backend.alpha_sum() * inv_lam_n - v).max())
+
+    result = run_cocoa(backend, problem, tol=1e-3, max_iter=300, round_hook=check)
+    sizes = [h["n_workers"] for h in result.history]
+    assert sizes[0] == 8 and 7 in sizes and sizes[-1] == 8
+    assert result.converged and max(errors) < 1e-12
+    state = backend.describe()
+    assert state["sim-00003"]["state"] == "left" and state["sim-00003"]["rows"] == 0
+    assert state["sim-00008"]["rows"] > 0 and state["sim-00008"]["speed"] == 2.0
+    assert sorted(backend.gather_alpha()) == list(range(32))
+    billed = sum(s["billed_seconds"] * (3.0 if k == "sim-00008" else 1.0)
+                 for k, s in state.items())
+    assert result.history[-1]["cost"] == pytest.approx(billed)
+    assert [e[1] for e in backend.log] == ["leave", "rebalance", "join", "rebalance"]
+
+
+def test_a_failed_worker_stops_the_fit_with_what_recovery_needs(flights_small):
+    """Recovery is the driver's (issue 5); the backend reports the loss precisely."""
+    X, y = flights_small
+    problem, chunks = _problem(X, y)
+    model = ClusterModel(n_workers=4, seconds_per_nnz=RATE,
+                         events=[ClusterEvent(1e-4, "fail", worker=1)])
+    backend = SimulatedBackend(problem, chunks, model)
+    held = backend.describe()["sim-00001"]["chunks"]
+    with pytest.raises(WorkerLost) as info:
+        run_cocoa(backend, problem, tol=1e-6, max_iter=100)
+    lost = info.value
+    assert (lost.worker, lost.time, lost.chunks) == ("sim-00001", 1e-4, held)
+    assert lost.round_id is not None and backend.clock() == 1e-4
+    assert backend.describe()["sim-00001"]["state"] == "failed"
+
+
+@pytest.mark.slow
+def test_a_thousand_virtual_workers_fit_the_full_flights_table():
+    """1,000 workers of ~327 rows each: a few minutes of wall time on two cores."""
+    from daskelastic.datasets import load_flights
+
+    X, y, _ = load_flights()
+    model = ClusterModel(n_workers=1000, seconds_per_nnz=1.5e-7, latency=5e-4,
+                         bandwidth=1.25e9, overhead=1e-3,
+                         stragglers=RandomSlowdown(factor=4.0))
+    t0 = time.perf_counter()
+    clf = de.simulate(de.LogisticRegression(C=0.01, tol=1e-3, max_iter=150), X, y,
+                      model, straggler_policy="backup", n_backup=20)
+    wall = time.perf_counter() - t0
+    assert clf.duality_gap_ <= 1e-3
+    assert all(h["n_workers"] == 1000 for h in clf.history_)
+    assert all(h["n_dropped"] >= 1 for h in clf.history_[:-1])
+    assert wall < 600
+
+
+def test_cluster_model_parameters_are_validated(flights_small):
+    X, y = flights_small
+    with pytest.raises(ValueError, match="speeds"):
+        ClusterModel(n_workers=2, speeds=[1.0])
+    with pytest.raises(ValueError, match="kind"):
+        ClusterEvent(1.0, "explode", worker=0)
+    with pytest.raises(ValueError, match="n_workers=3 differs"):
+        de.LogisticRegression(backend="simulated", n_workers=3,
+                              cluster_model=ClusterModel(n_workers=2)).fit(X, y)
+    with pytest.raises(ValueError, match="cluster_model"):
+        de.LogisticRegression(backend="simulated", cluster_model="big").fit(X, y)
