@@ -3,8 +3,9 @@
 Pure decision code (no Dask, no I/O), in the spirit of ``distributed``'s
 ``AdaptiveCore``: before a round the driver asks the policy for a
 :class:`RoundPlan`; after it, the driver tells the policy what it observed in
-a :class:`RoundRecord`.  The driver (:mod:`daskelastic.rounds`) carries the
-plan out on any backend.
+a :class:`RoundRecord`.  The driver
+(:func:`daskelastic.rounds.run_planned_round`) carries the plan out on any
+backend.
 
 A plan says
 
@@ -48,7 +49,7 @@ __all__ = ["RoundPlan", "RoundRecord", "StragglerPolicy", "WaitPolicy", "BackupP
 class RoundPlan:
     """How one round collects its results.
 
-    Attributes
+    Parameters
     ----------
     wait_for : int
         The round is cut once this many results are in (after ``slack``).
@@ -87,9 +88,10 @@ class RoundPlan:
 class RoundRecord:
     """What the driver observed in one round.
 
-    Attributes
+    Parameters
     ----------
     round_id : int
+        The round.
     arrival : dict
         ``{worker: seconds}`` from the round start to the arrival of its result.
     full_time : dict
@@ -150,11 +152,28 @@ class StragglerPolicy:
         self.records = deque(maxlen=window)
 
     def plan(self, n_workers):
-        """The :class:`RoundPlan` of the next round on ``n_workers`` workers."""
+        """The plan of the next round.
+
+        Parameters
+        ----------
+        n_workers : int
+            ``K``, the workers holding data.
+
+        Returns
+        -------
+        RoundPlan
+            How the round waits and what becomes of late results.
+        """
         raise NotImplementedError
 
     def observe(self, record):
-        """Learn from a finished round."""
+        """Learn from a finished round.
+
+        Parameters
+        ----------
+        record : RoundRecord
+            What the driver observed.
+        """
         self.records.append(record)
 
     def reset(self):
@@ -169,6 +188,11 @@ class StragglerPolicy:
 
 class WaitPolicy(StragglerPolicy):
     """Synchronous rounds: wait for every worker.
+
+    Parameters
+    ----------
+    window : int
+        Rounds of history kept.
 
     Examples
     --------
@@ -196,6 +220,7 @@ class BackupPolicy(StragglerPolicy):
     n_backup : int
         ``b``; capped at ``K − 1``.
     window : int
+        Rounds of history kept.
 
     Examples
     --------
@@ -368,7 +393,14 @@ class DynamicBackupPolicy(StragglerPolicy):
                          max_used=K - chosen, estimate=estimate)
 
     def progress_exponent(self):
-        """``β`` of the progress model ``Δlog(gap) ∝ f^β`` (1 until it can be told)."""
+        """``β`` of the progress model ``Δlog(gap) ∝ f^β``.
+
+        Returns
+        -------
+        float
+            The fitted exponent, clipped to ``[0.5, 2]``; 1 until the observed
+            rounds vary the share of data updated enough to tell.
+        """
         recs = list(self.records)
         pts = []
         for a, b in zip(recs[:-1], recs[1:]):
@@ -409,6 +441,7 @@ class PreemptPolicy(StragglerPolicy):
         Cut at the latest at this many times the median per-worker round time
         of the last ``window`` rounds; None for no deadline.
     window : int
+        Rounds of history kept for the deadline.
 
     Examples
     --------
@@ -457,7 +490,7 @@ STRAGGLER_POLICIES = {"wait": WaitPolicy, "backup": BackupPolicy,
 
 
 def make_straggler_policy(spec, n_backup=None):
-    """A fresh :class:`StragglerPolicy` from a name or an instance.
+    """A fresh :class:`~daskelastic.policies.StragglerPolicy` from a name or an instance.
 
     Parameters
     ----------
@@ -470,6 +503,7 @@ def make_straggler_policy(spec, n_backup=None):
     Returns
     -------
     StragglerPolicy
+        A policy with no rounds observed.
 
     Examples
     --------

@@ -26,7 +26,7 @@ _MAX_EXTRAPOLATION = 100.0
 class RoundOutcome:
     """What a round produced.
 
-    Attributes
+    Parameters
     ----------
     results : dict
         ``{worker: LocalResult}`` of every worker (late ones included).
@@ -53,7 +53,13 @@ class RoundOutcome:
     start: float
 
     def used_fraction(self):
-        """``{worker: share of its step budget whose work is added}``."""
+        """The share of each worker's step budget whose work is added.
+
+        Returns
+        -------
+        dict
+            ``{worker: fraction}``; ``0`` for a dropped result.
+        """
         out = {}
         for k, r in self.results.items():
             if k not in self.used:
@@ -75,7 +81,7 @@ def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sig
         Where the workers run.
     plan : daskelastic.policies.RoundPlan
         How long to wait and what becomes of late results.
-    round_id, w, settlements, inv_lam_n, sigma, steps, seed, slowdowns
+    round_id, w, settlements, inv_lam_n, sigma, steps, seed, slowdowns : object
         As in :meth:`daskelastic.driver.Backend.start_round`.
     required : set, optional
         Workers waited for whatever the plan says (the cut comes only once
