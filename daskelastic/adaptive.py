@@ -63,28 +63,34 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
     async def start(self, scheduler):
         self.scheduler = scheduler
         scheduler.handlers.update({
-            "daskelastic_fit_update": self.fit_update,
-            "daskelastic_fit_end": self.fit_end,
-            "daskelastic_state": self.state,
+            "daskelastic_fit_update": self._fit_update,
+            "daskelastic_fit_end": self._fit_end,
+            "daskelastic_state": self._state,
         })
 
-    def fit_update(self, fit_id=None, placement=None, target=None, released=None):
+    def _fit_update(self, fit_id=None, placement=None, target=None, released=None):
         """Record (or replace) what fit ``fit_id`` holds and wants."""
         self.fits[fit_id] = {"placement": {w: list(c) for w, c in (placement or {}).items()},
                              "target": int(target), "released": list(released or ())}
         return "OK"
 
-    def fit_end(self, fit_id=None):
+    def _fit_end(self, fit_id=None):
         """Forget fit ``fit_id``."""
         self.fits.pop(fit_id, None)
         return "OK"
 
     def holders(self):
-        """Addresses of the workers holding chunks of a running fit."""
+        """Workers holding chunks of a running fit.
+
+        Returns
+        -------
+        set of str
+            Their addresses.
+        """
         return {w for fit in self.fits.values() for w, cids in fit["placement"].items()
                 if cids}
 
-    def state(self, adaptive=False):
+    def _state(self, adaptive=False):
         """The running fits, with worker names; ``adaptive=True`` marks an attached Adaptive."""
         if adaptive:
             self.adaptive_seen = time.monotonic()
@@ -98,12 +104,35 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         return {"fits": fits, "adaptive": fresh, "holders": sorted(self.holders())}
 
     def valid_workers_downscaling(self, scheduler, workers):
+        """Of the candidate ``workers``, those holding no chunks of a running fit.
+
+        Parameters
+        ----------
+        scheduler : distributed.Scheduler
+            The scheduler.
+        workers : list of distributed.scheduler.WorkerState
+            Candidates for retirement.
+
+        Returns
+        -------
+        list of distributed.scheduler.WorkerState
+            The candidates that may be retired.
+        """
         holders = self.holders()
         return [ws for ws in workers if ws.address not in holders]
 
 
 def install_plugin(client):
-    """Install the :class:`ElasticSchedulerPlugin` on ``client``'s scheduler (once)."""
+    """Install the :class:`ElasticSchedulerPlugin` on ``client``'s scheduler (once).
+
+    Examples
+    --------
+    ::
+
+        from daskelastic.adaptive import elastic_state, install_plugin
+        install_plugin(client)
+        elastic_state(client)   # {"fits": {}, "adaptive": False, "holders": []}
+    """
     client.sync(client.scheduler.register_scheduler_plugin,
                 plugin=dumps(ElasticSchedulerPlugin()), name=PLUGIN_NAME, idempotent=True)
 
@@ -144,16 +173,26 @@ class ElasticAdaptive(Adaptive):
     evacuated and let go — so a fit scaling in from ``K`` to ``K′`` workers
     hands ``K − K′`` workers back to the cluster, after their chunks (with
     their dual state) moved.  With no fit running, target and choice are
-    Dask's own (:meth:`distributed.deploy.Adaptive.target`).  Either way
+    Dask's own (``distributed.deploy.Adaptive.target``).  Either way
     ``minimum``, ``maximum`` and the ``wait_count`` hysteresis apply, and the
     scheduler plugin never lets a worker holding chunks be retired.
 
     Parameters
     ----------
     cluster : distributed.deploy.Cluster
+        The cluster to scale (``cluster.adapt`` passes it).
+    interval : str or float, optional
+        Seconds between adaptations (``distributed.adaptive.interval``).
+    minimum, maximum : int, optional
+        Bounds on the number of workers.
+    wait_count : int, optional
+        Consecutive adaptations that must agree before a worker is closed.
+    target_duration : str or float, optional
+        Dask's own target without a fit (``distributed.adaptive.target-duration``).
+    worker_key : callable, optional
+        Groups workers closed together (as in ``Adaptive``).
     **kwargs
-        Those of :class:`distributed.deploy.Adaptive` (``minimum``,
-        ``maximum``, ``interval``, ``wait_count``, ...).
+        Passed to ``Scheduler.workers_to_close``, as in ``Adaptive``.
 
     Examples
     --------
@@ -167,6 +206,12 @@ class ElasticAdaptive(Adaptive):
 
     _plugin_ready = False
 
+    def __init__(self, cluster=None, interval=None, minimum=None, maximum=None,
+                 wait_count=None, target_duration=None, worker_key=None, **kwargs):
+        super().__init__(cluster=cluster, interval=interval, minimum=minimum,
+                         maximum=maximum, wait_count=wait_count,
+                         target_duration=target_duration, worker_key=worker_key, **kwargs)
+
     async def _elastic_state(self):
         if not self._plugin_ready:
             await self.scheduler.register_scheduler_plugin(
@@ -175,14 +220,32 @@ class ElasticAdaptive(Adaptive):
         return await self.scheduler.daskelastic_state(adaptive=True)
 
     async def target(self):
-        """Workers wanted by the running fits, or Dask's target without fits."""
+        """The number of workers the cluster should have.
+
+        Returns
+        -------
+        int
+            The sum of the running fits' targets, or Dask's target without fits.
+        """
         state = await self._elastic_state()
         if not state["fits"]:
             return await super().target()
         return sum(fit["target"] for fit in state["fits"].values())
 
     async def workers_to_close(self, target):
-        """The workers the fits let go first, then Dask's choice (never a chunk holder)."""
+        """Which workers to close to come down to ``target``.
+
+        Parameters
+        ----------
+        target : int
+            Workers to keep.
+
+        Returns
+        -------
+        list of str
+            Worker names: those the fits let go first, then Dask's choice
+            (never a worker holding chunks).
+        """
         state = await self._elastic_state()
         if not state["fits"]:
             return await super().workers_to_close(target)

@@ -241,7 +241,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         round's results are in, when the workers' committed ``α`` satisfy
         ``v = Σ α_i x_i · inv_lam_n``; for tests and debugging.
     scaling_policy : None, "convergence" or daskelastic.scaling.ScalingPolicy
-        Elastic scale-in between rounds (see :mod:`daskelastic.elastic`);
+        Elastic scale-in between rounds (see :class:`~daskelastic.elastic.ElasticController`);
         None keeps the workers.  Needs an elastic backend (Dask); on one,
         rebalancing by measured throughput, taking in joining workers and
         recovering from lost workers happen with any policy.

@@ -48,7 +48,9 @@ class ElasticController:
     Parameters
     ----------
     backend : daskelastic.backends.dask.DaskBackend
+        The fit's workers.
     scaling_policy : daskelastic.scaling.ScalingPolicy
+        Decides the number of workers after each round.
     release_workers : {"auto", True, False}
         What becomes of the workers a scale-in lets go: ``True`` retires them
         through the scheduler; ``False`` just stops using them; ``"auto"``
@@ -66,6 +68,19 @@ class ElasticController:
     rebalance_rounds : int, optional
         Rounds measured on a placement before it may be rebalanced;
         ``daskelastic.elastic.rebalance-rounds`` by default.
+
+    Examples
+    --------
+    :func:`~daskelastic.driver.run_cocoa` makes one for a Dask backend; by
+    hand, between rounds::
+
+        from daskelastic.elastic import ElasticController
+        from daskelastic.scaling import make_scaling_policy
+
+        elastic = ElasticController(backend, make_scaling_policy("convergence"),
+                                    release_workers=True)
+        elastic.observe(entry, results)          # after each round
+        events, settled, alpha_reset = elastic.between_rounds(entry, settlements)
     """
 
     def __init__(self, backend, scaling_policy, *, release_workers="auto", max_workers=None,
@@ -90,27 +105,66 @@ class ElasticController:
         self._seen = set(backend.live_workers())
         self._last_check = time.monotonic()
         self._rounds_on_placement = 0
+        # workers whose chunk set changed: their next round repacks its rows,
+        # which is not their speed
+        self._repacking = set()
 
     # -- observing ------------------------------------------------------------
     def observe(self, entry, results):
-        """Record a finished round's throughputs and convergence."""
-        self.tracker.observe({k: (r.steps, r.seconds) for k, r in results.items()})
+        """Record a finished round's throughputs and convergence.
+
+        Parameters
+        ----------
+        entry : dict
+            The round's history entry.
+        results : dict
+            ``{worker: LocalResult}`` of the round.
+        """
+        self.tracker.observe({k: (r.steps, r.seconds) for k, r in results.items()
+                              if k not in self._repacking})
+        self._repacking.clear()
         self.policy.observe(ScalingRecord(entry["round"], entry["time"],
                                           entry["duality_gap"], entry["n_workers"]))
         self._rounds_on_placement += 1
 
     def speeds(self, workers=None):
-        """Measured throughput of ``workers`` (the placement's by default)."""
+        """Measured throughput of workers.
+
+        Parameters
+        ----------
+        workers : iterable, optional
+            Worker ids; those holding chunks by default.
+
+        Returns
+        -------
+        dict
+            ``{worker: coordinate steps per second}``.
+        """
         return self.tracker.speeds(list(self.backend.placement if workers is None
                                         else workers))
 
     # -- acting between rounds ------------------------------------------------
     def between_rounds(self, entry, settlements):
-        """Act on the last round; return ``(events, settled, alpha_reset)``.
+        """Act on the last round: recover, scale in, take in joiners or rebalance.
 
-        ``settled``: the backend applied ``settlements`` (the driver must not
-        send them again).  ``alpha_reset``: a worker was lost, ``w`` must be
-        recomputed from the workers' ``α``.
+        Parameters
+        ----------
+        entry : dict
+            The round's history entry (its ``scaling`` is set here).
+        settlements : dict
+            The settlements the driver would send with the next round; they
+            are applied first when chunks must move.
+
+        Returns
+        -------
+        events : list of dict
+            What was done.
+        settled : bool
+            Whether the backend applied ``settlements`` (the driver must not
+            send them again).
+        alpha_reset : bool
+            Whether a worker was lost: ``w`` must be recomputed from the
+            workers' ``α``.
         """
         events, settled, alpha_reset = [], False, False
         now = time.monotonic()
@@ -162,6 +216,7 @@ class ElasticController:
         _, moves = plan_moves(placement, self.backend.chunk_sizes,
                               {w: speeds[w] for w in keep})
         t0 = time.perf_counter()
+        self._repacking.update(keep)
         self.backend.move_chunks(moves)
         t1 = time.perf_counter()
         retire = self._retire()
@@ -207,18 +262,35 @@ class ElasticController:
                 "moves": moves, "predicted_seconds": (before, after)}
 
     def _apply(self, event):
+        self._repacking.update(w for _, src, dst in event["moves"] for w in (src, dst))
         self.backend.move_chunks(event["moves"])
         event["moves"] = len(event["moves"])
         self._rounds_on_placement = 0
 
     def recover(self, lost, *, discard_round=None, settlements=None):
-        """Recover from the loss of ``lost`` workers (see ``DaskBackend.recover``)."""
+        """Recover from the loss of workers (see ``DaskBackend.recover``).
+
+        Parameters
+        ----------
+        lost : iterable
+            The lost workers.
+        discard_round : int, optional
+            The round that was running, to discard on the live workers.
+        settlements : dict, optional
+            Settlements of the last round to apply when no round was running.
+
+        Returns
+        -------
+        dict
+            The ``worker_lost`` event for the history.
+        """
         lost = list(lost)
         survivors = [w for w in self.backend.placement if w not in lost]
         replaced = self.backend.recover(lost, discard_round=discard_round,
                                         settlements=settlements,
                                         speeds=self.speeds(survivors))
         self.tracker.forget(lost)
+        self._repacking.update(replaced.values())
         self._rounds_on_placement = 0
         return {"event": "worker_lost", "lost": lost, "reread_chunks": sorted(replaced),
                 "discarded_round": discard_round}

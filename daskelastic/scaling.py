@@ -4,7 +4,7 @@ Pure decision code (no Dask, no I/O), shaped like ``distributed``'s
 ``AdaptiveCore``: after every round the driver tells the policy what it
 observed in a :class:`ScalingRecord`, then asks it for a
 :class:`ScalingDecision` — the target number of workers ``K′`` and why.  The
-driver (:mod:`daskelastic.elastic`) carries a decision out: it moves the
+driver (:class:`~daskelastic.elastic.ElasticController`) carries a decision out: it moves the
 chunks of the workers it lets go, with their dual state, to the workers that
 stay, and hands the freed workers back to the cluster.
 
@@ -42,15 +42,22 @@ __all__ = ["ScalingRecord", "ScalingDecision", "ScalingPolicy", "FixedScaling",
 class ScalingRecord:
     """What the driver observed in one round, as a scaling policy needs it.
 
-    Attributes
+    Parameters
     ----------
     round_id : int
+        The round.
     time : float
         Seconds since the fit began, at the end of the round.
     gap : float
         Relative duality gap of the round-start iterate.
     n_workers : int
         Workers that held chunks in the round.
+
+    Examples
+    --------
+    >>> from daskelastic.scaling import ScalingRecord
+    >>> ScalingRecord(round_id=3, time=1.5, gap=1e-3, n_workers=4).n_workers
+    4
     """
 
     round_id: int
@@ -63,7 +70,7 @@ class ScalingRecord:
 class ScalingDecision:
     """A scaling policy's answer: the number of workers to use next.
 
-    Attributes
+    Parameters
     ----------
     target : int
         ``K′``; equal to the current ``K`` to keep the workers.
@@ -71,6 +78,12 @@ class ScalingDecision:
         Why (recorded in the history).
     estimate : dict
         The numbers the decision was made from (recorded in the history).
+
+    Examples
+    --------
+    >>> from daskelastic.scaling import ScalingDecision
+    >>> ScalingDecision(2, "rate deteriorated").target
+    2
     """
 
     target: int
@@ -90,6 +103,17 @@ class ScalingPolicy:
     ----------
     min_workers : int
         Never fewer workers than this.
+
+    Examples
+    --------
+    A policy that halves ``K`` after every round, down to two workers:
+
+    >>> from daskelastic.scaling import ScalingDecision, ScalingPolicy
+    >>> class Halving(ScalingPolicy):
+    ...     def decide(self, n_workers):
+    ...         return ScalingDecision(n_workers // 2, "halving")
+    >>> Halving(min_workers=2).target(3).target
+    2
     """
 
     name = "policy"
@@ -102,15 +126,43 @@ class ScalingPolicy:
         self.log = deque(maxlen=100)
 
     def observe(self, record):
-        """Learn from a finished round (a :class:`ScalingRecord`)."""
+        """Learn from a finished round.
+
+        Parameters
+        ----------
+        record : ScalingRecord
+            What the driver observed.
+        """
         self.records.append(record)
 
     def decide(self, n_workers):
-        """The unclipped :class:`ScalingDecision` for a fit on ``n_workers``."""
+        """The unclipped decision for a fit on ``n_workers`` (subclasses implement it).
+
+        Parameters
+        ----------
+        n_workers : int
+            Workers holding chunks now.
+
+        Returns
+        -------
+        ScalingDecision
+            The target and why.
+        """
         raise NotImplementedError
 
     def target(self, n_workers):
-        """The :class:`ScalingDecision` for a fit on ``n_workers`` workers."""
+        """The decision for a fit on ``n_workers`` workers, within ``[min_workers, K]``.
+
+        Parameters
+        ----------
+        n_workers : int
+            Workers holding chunks now.
+
+        Returns
+        -------
+        ScalingDecision
+            The target ``K′`` and why.
+        """
         decision = self.decide(n_workers)
         floor = min(self.min_workers, n_workers)
         k = int(min(max(decision.target, floor), n_workers))
@@ -135,6 +187,11 @@ class ScalingPolicy:
 
 class FixedScaling(ScalingPolicy):
     """Keep every worker the fit started with.
+
+    Parameters
+    ----------
+    min_workers : int
+        Unused (the workers are kept).
 
     Examples
     --------
@@ -229,7 +286,15 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     def rate(self, n_workers=None):
         """Fall of ``log(gap)`` per second over the last window on ``n_workers``.
 
-        None until a full window of rounds on that ``K`` was observed.
+        Parameters
+        ----------
+        n_workers : int, optional
+            Only rounds on this many workers count (default: any).
+
+        Returns
+        -------
+        float or None
+            The rate, None until a full window of such rounds was observed.
         """
         recent = []
         for rec in reversed(self.records):
@@ -287,6 +352,7 @@ class ThroughputTracker:
     Parameters
     ----------
     window : int
+        Measurements kept per worker.
 
     Examples
     --------
@@ -302,22 +368,56 @@ class ThroughputTracker:
         self._rates = {}
 
     def observe(self, steps_seconds):
-        """Add ``{worker: (steps, seconds)}`` of one round (idle workers skipped)."""
+        """Add the measurements of one round (idle workers are skipped).
+
+        Parameters
+        ----------
+        steps_seconds : dict
+            ``{worker: (coordinate steps, solver seconds)}``.
+        """
         for k, (steps, seconds) in steps_seconds.items():
             if steps > 0 and seconds > 0:
                 self._rates.setdefault(k, deque(maxlen=self.window)).append(steps / seconds)
 
     def forget(self, workers):
-        """Drop the measurements of workers that left."""
+        """Drop the measurements of workers that left.
+
+        Parameters
+        ----------
+        workers : iterable
+            Worker ids.
+        """
         for k in workers:
             self._rates.pop(k, None)
 
     def n_measured(self, worker):
-        """Measurements held for ``worker``."""
+        """Measurements held for ``worker``.
+
+        Parameters
+        ----------
+        worker : str
+            Worker id.
+
+        Returns
+        -------
+        int
+            How many rounds of ``worker`` are held.
+        """
         return len(self._rates.get(worker, ()))
 
     def speeds(self, workers):
-        """``{worker: steps per second}`` for ``workers``."""
+        """Measured speeds of ``workers``.
+
+        Parameters
+        ----------
+        workers : iterable
+            Worker ids.
+
+        Returns
+        -------
+        dict
+            ``{worker: steps per second}``.
+        """
         known = {k: float(np.median(self._rates[k])) for k in workers if k in self._rates}
         fallback = float(np.median(list(known.values()))) if known else 1.0
         return {k: known.get(k, fallback) for k in workers}
@@ -328,7 +428,7 @@ SCALING_POLICIES = {"convergence": ConvergenceScalingPolicy}
 
 
 def make_scaling_policy(spec, min_workers=None):
-    """A fresh :class:`ScalingPolicy` from None, a name or an instance.
+    """A fresh :class:`~daskelastic.scaling.ScalingPolicy` from None, a name or an instance.
 
     Parameters
     ----------
@@ -341,6 +441,7 @@ def make_scaling_policy(spec, min_workers=None):
     Returns
     -------
     ScalingPolicy
+        A policy with no rounds observed.
 
     Examples
     --------

@@ -188,6 +188,7 @@ class ScheduledScaling(ScalingPolicy):
     schedule : dict
         ``{round_id: target number of workers}``.
     min_workers : int
+        Never fewer workers than this.
 
     Examples
     --------
@@ -206,6 +207,18 @@ class ScheduledScaling(ScalingPolicy):
         self.schedule = dict(schedule)
 
     def decide(self, n_workers):
+        """The scheduled target after the last observed round.
+
+        Parameters
+        ----------
+        n_workers : int
+            Workers holding chunks now.
+
+        Returns
+        -------
+        daskelastic.scaling.ScalingDecision
+            ``schedule[round]`` when the round is scheduled, else ``n_workers``.
+        """
         last = self.records[-1].round_id if self.records else None
         target = self.schedule.get(last, n_workers)
         return ScalingDecision(min(target, n_workers), "scheduled")

@@ -28,6 +28,8 @@ from daskelastic.placement import make_chunks, split_rows
 from daskelastic.targets import TargetEncoder
 from daskelastic.testing import FixedSlowdown, ScheduledScaling, inject_stragglers
 
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
 
 @pytest.fixture(scope="module")
 def table(flights_small):
