@@ -227,7 +227,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         ``"auto"``: Catalyst when more than one worker holds data (none on
         one worker, where SDCA alone is fast), starting from
         ``κ = 0.25 · sqrt(λ · mean ‖x_i‖²)`` and adapting it: doubled when a
-        proximal problem needs ten rounds or more, halved when it needs one.
+        proximal problem needs ten rounds or more, halved when it needs one;
+        switched off when a scale-in leaves one worker.
         A float fixes ``κ = value · sqrt(λ · mean ‖x_i‖²)``; None or 0 turns
         acceleration off.
     straggler_policy : str or daskelastic.policies.StragglerPolicy, optional
@@ -375,6 +376,16 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             if more:
                 events.extend(more)
                 policy.reset()
+                if adaptive and kappa and len(backend.workers()) < 2:
+                    # "auto" accelerates two or more workers only: on one,
+                    # SDCA alone is fast.  α stays; its iterate becomes
+                    # w(α) of the original problem.
+                    v = v * (lam_in / lam)
+                    kappa, lam_in, inv_lam_n = 0.0, lam, 1.0 / (lam * n)
+                    shift = problem.zeros()
+                    w_outer_prev, p_outer_prev, inner_start, inner_rounds = \
+                        None, np.inf, None, 0
+                    continue
         if kappa:
             inner_gap = max(fenchel_young / n, 0.0)
             inner_start = inner_gap if inner_start is None else inner_start

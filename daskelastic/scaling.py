@@ -217,7 +217,10 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     ``threshold`` times that best.  After ``wait_count`` deteriorated
     evaluations in a row the target becomes ``K′ = max(min_workers,
     floor(K · factor))`` (at least one fewer); any good evaluation resets the
-    count.  After a change of ``K`` the policy waits for a fresh window.
+    count.  After a change of ``K`` the policy waits for a fresh window; if
+    the first rate on ``K′`` beats the best on ``K`` by the factor
+    ``improvement``, the scale-in helped and the policy scales in again
+    without waiting for a deterioration.
 
     Parameters
     ----------
@@ -232,6 +235,10 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         Deteriorated evaluations in a row before scaling in (hysteresis).
     factor : float
         ``K′ = floor(K · factor)``, in (0, 1).
+    improvement : float
+        When the first rate measured after a scale-in beats the best rate
+        before it by this factor, the policy scales in again at once (fewer
+        workers are better at this stage of training).
     warmup : int
         The fit's first rounds, whose gap often rises before it falls, are
         not measured.
@@ -259,7 +266,7 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     name = "convergence"
 
     def __init__(self, min_workers=1, *, window=5, threshold=0.5, wait_count=2,
-                 factor=0.5, warmup=3, min_gap=1e-12):
+                 factor=0.5, improvement=1.5, warmup=3, min_gap=1e-12):
         super().__init__(min_workers)
         if window < 2:
             raise ValueError(f"window must be >= 2, got {window}")
@@ -273,15 +280,20 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         self.threshold = float(threshold)
         self.wait_count = int(wait_count)
         self.factor = float(factor)
+        if improvement <= 1.0:
+            raise ValueError(f"improvement must be > 1, got {improvement}")
+        self.improvement = float(improvement)
         self.warmup = int(warmup)
         self.min_gap = float(min_gap)
         self._best = None
         self._count = 0
+        self._previous_best = None
 
     def reset(self):
         super().reset()
         self._best = None
         self._count = 0
+        self._previous_best = None
 
     def rate(self, n_workers=None):
         """Fall of ``log(gap)`` per second over the last window on ``n_workers``.
@@ -316,6 +328,7 @@ class ConvergenceScalingPolicy(ScalingPolicy):
 
     def observe(self, record):
         if self.records and record.n_workers != self.records[-1].n_workers:
+            self._previous_best = self._best
             self._best = None
             self._count = 0
         super().observe(record)
@@ -325,6 +338,14 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         estimate = {"rate": rate, "best_rate": self._best}
         if rate is None:
             return ScalingDecision(n_workers, "warm-up", estimate)
+        if (self._best is None and self._previous_best is not None
+                and rate > self.improvement * self._previous_best
+                and n_workers > self.min_workers):
+            # the last scale-in helped clearly: fewer workers are better at
+            # this stage, go on without waiting for a deterioration
+            estimate["previous_best"] = self._previous_best
+            self._previous_best = None
+            return ScalingDecision(self._smaller(n_workers), "scale-in helped", estimate)
         if self._best is None or rate > self._best:
             self._best = rate
             self._count = 0
@@ -337,9 +358,10 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         estimate["count"] = self._count
         if self._count < self.wait_count or n_workers <= self.min_workers:
             return ScalingDecision(n_workers, "deteriorating", estimate)
-        target = min(n_workers - 1, math.floor(n_workers * self.factor))
-        return ScalingDecision(max(target, self.min_workers), "rate deteriorated",
-                               estimate)
+        return ScalingDecision(self._smaller(n_workers), "rate deteriorated", estimate)
+
+    def _smaller(self, n_workers):
+        return max(min(n_workers - 1, math.floor(n_workers * self.factor)), self.min_workers)
 
 
 class ThroughputTracker:

@@ -148,3 +148,39 @@ def test_plan_moves_gives_a_joining_worker_its_share():
     assert len(new["new"]) in (2, 3) and all(dst == "new" for _, _, dst in moves)
     before = predicted_round_time(placement, sizes, speeds)
     assert predicted_round_time(new, sizes, speeds) < before
+
+
+def test_estimators_validate_the_elastic_parameters():
+    import numpy as np
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    import daskelastic as de
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(InvalidParameterError, match="scaling_policy"):
+        de.LogisticRegression(scaling_policy="sometimes", backend="inprocess").fit(X, y)
+    with pytest.raises(InvalidParameterError, match="release_workers"):
+        de.Ridge(release_workers="later", backend="inprocess").fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="needs a Dask backend"):
+        de.LinearSVC(scaling_policy="convergence", backend="inprocess").fit(X, y)
+    fitted = de.LogisticRegression(backend="inprocess").fit(X, y)
+    assert all(e["events"] == [] for e in fitted.history_)
+
+
+def test_a_scale_in_that_helped_is_followed_by_another():
+    policy = ConvergenceScalingPolicy(window=3, wait_count=1, warmup=0, improvement=1.5)
+    decisions, t, g = _feed(policy, [1.0] * 5 + [0.1] * 4)
+    assert decisions[-1].target == 2 or any(d.target == 2 for d in decisions)
+    # on 2 workers log(gap) falls three times faster per second than the best on 4
+    after, _, _ = _feed(policy, [3.0] * 4, n_workers=2, start=9, t0=t, log_gap=g)
+    reasons = [d.reason for d in after]
+    assert reasons[:2] == ["warm-up", "warm-up"]
+    assert after[2].reason == "scale-in helped" and after[2].target == 1
+
+
+def test_a_scale_in_that_did_not_help_waits_for_a_deterioration():
+    policy = ConvergenceScalingPolicy(window=3, wait_count=1, warmup=0, improvement=1.5)
+    decisions, t, g = _feed(policy, [1.0] * 5 + [0.1] * 4)
+    after, _, _ = _feed(policy, [1.0] * 6, n_workers=2, start=9, t0=t, log_gap=g)
+    assert all(d.target == 2 for d in after)
