@@ -520,7 +520,8 @@ class DaskBackend(Backend):
         for w in lost:
             if w in self._workers:
                 self._workers.remove(w)
-        if not [w for w in self._workers if w in self.live_workers()]:
+        live_now = set(self.live_workers())
+        if not [w for w in self._workers if w in live_now]:
             raise RuntimeError("every worker of the fit was lost")
         orphans = [c for w in lost for c in self.placement.pop(w, [])]
         self.lost.extend(w for w in lost if w not in self.lost)
@@ -530,7 +531,7 @@ class DaskBackend(Backend):
         elif settlements:
             self._on_each(settle, per_worker={w: s for w, s in settlements.items()
                                               if w in self.placement})
-        keep = [w for w in self._workers if w in self.live_workers()]
+        keep = [w for w in self._workers if w in live_now]
         speeds = {w: (speeds or {}).get(w, 1.0) for w in keep}
         load = {w: sum(self.chunk_sizes[c] for c in self.placement.get(w, ())) for w in keep}
         plan = defaultdict(list)
