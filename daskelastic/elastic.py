@@ -62,6 +62,10 @@ class ElasticController:
     check_interval : float, optional
         Seconds between checks of the cluster's workers (joins and losses);
         ``daskelastic.elastic.check-interval`` by default.
+    rebalance : "auto" or bool, optional
+        Rebalance chunks by measured throughput; ``"auto"``: only with a
+        scaling policy (rebalancing follows timings: a fit with fixed workers
+        stays reproducible).  ``daskelastic.elastic.rebalance`` by default.
     rebalance_gain : float or None, optional
         Rebalance when the predicted round time falls by at least this share
         (None: never); ``daskelastic.elastic.rebalance-gain`` by default.
@@ -84,7 +88,8 @@ class ElasticController:
     """
 
     def __init__(self, backend, scaling_policy, *, release_workers="auto", max_workers=None,
-                 check_interval=None, rebalance_gain="config", rebalance_rounds=None):
+                 check_interval=None, rebalance=None, rebalance_gain="config",
+                 rebalance_rounds=None):
         if release_workers not in RELEASE_MODES:
             raise ValueError(f"release_workers must be 'auto', True or False, "
                              f"got {release_workers!r}")
@@ -92,6 +97,11 @@ class ElasticController:
         self.policy = scaling_policy
         self.release_workers = release_workers
         self.target = max_workers
+        if rebalance is None:
+            rebalance = config.get("elastic.rebalance")
+        if rebalance == "auto":
+            rebalance = scaling_policy.name != "fixed"
+        self.rebalance = bool(rebalance)
         if check_interval is None:
             check_interval = config.get("elastic.check-interval")
         if rebalance_gain == "config":
@@ -244,7 +254,7 @@ class ElasticController:
         placement = self.backend.placement
         workers = list(placement) + [w for w in joined if w not in placement]
         if not joined:
-            if self.rebalance_gain is None:
+            if not self.rebalance or self.rebalance_gain is None:
                 return None
             if self._rounds_on_placement < self.rebalance_rounds:
                 return None

@@ -693,7 +693,8 @@ class DaskBackend(Backend):
                 for a in workers]
         try:
             # a task restricted to a worker that just died would never run
-            wait(futs, timeout=30)
+            with self.client.as_current():
+                wait(futs, timeout=30)
         except (DaskTimeoutError, TimeoutError):
             pass
         self.client.cancel(futs, force=True)
