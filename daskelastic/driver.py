@@ -25,12 +25,26 @@ from .objective import objective_from_gap
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
 
-__all__ = ["Problem", "Backend", "FitResult", "run_cocoa"]
+__all__ = ["Problem", "Backend", "FitResult", "WorkersLost", "run_cocoa"]
 
 #: The straggler injection active in this context: an object with a
 #: ``factors(round_id, workers) -> {worker: slowdown}`` method, set by
 #: :func:`daskelastic.testing.inject_stragglers`.
 INJECTED_SLOWDOWN = contextvars.ContextVar("daskelastic_injected_slowdown", default=None)
+
+
+class WorkersLost(RuntimeError):
+    """Raised by a backend when workers died during a round.
+
+    Attributes
+    ----------
+    workers : list
+        The lost workers.
+    """
+
+    def __init__(self, workers):
+        self.workers = list(workers)
+        super().__init__(f"lost workers {self.workers}")
 
 
 @dataclass(frozen=True)
@@ -186,7 +200,9 @@ _SLOW_INNER_ROUNDS = 10
 
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
               local_steps=None, random_state=0, acceleration="auto",
-              straggler_policy=None, callback=None, round_hook=None):
+              straggler_policy=None, callback=None, round_hook=None,
+              scaling_policy=None, min_workers=None, release_workers="auto",
+              max_workers=None):
     """Run CoCoA+ rounds on ``backend`` until the relative gap is ≤ ``tol``.
 
     With acceleration, the rounds solve a sequence of proximal problems
@@ -224,7 +240,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         ``"auto"``: Catalyst when more than one worker holds data (none on
         one worker, where SDCA alone is fast), starting from
         ``κ = 0.25 · sqrt(λ · mean ‖x_i‖²)`` and adapting it: doubled when a
-        proximal problem needs ten rounds or more, halved when it needs one.
+        proximal problem needs ten rounds or more, halved when it needs one;
+        switched off when a scale-in leaves one worker.
         A float fixes ``κ = value · sqrt(λ · mean ‖x_i‖²)``; None or 0 turns
         acceleration off.
     straggler_policy : str or daskelastic.policies.StragglerPolicy, optional
@@ -237,6 +254,18 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         Called as ``round_hook(round_id, w, backend, v, inv_lam_n)`` once a
         round's results are in, when the workers' committed ``α`` satisfy
         ``v = Σ α_i x_i · inv_lam_n``; for tests and debugging.
+    scaling_policy : None, "convergence" or daskelastic.scaling.ScalingPolicy
+        Elastic scale-in between rounds (see :class:`~daskelastic.elastic.ElasticController`);
+        None keeps the workers.  Needs an elastic backend (Dask); on one,
+        rebalancing by measured throughput, taking in joining workers and
+        recovering from lost workers happen with any policy.
+    min_workers : int, optional
+        Never scale in below this many workers.
+    release_workers : {"auto", True, False}
+        What becomes of the workers a scale-in lets go (see
+        :class:`daskelastic.elastic.ElasticController`).
+    max_workers : int, optional
+        Take in joining workers only up to this many.
 
     Returns
     -------
@@ -246,7 +275,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         ``n_dropped``, ``n_preempted``, ``n_backup``, ``steps``, ``outer``
         (momentum steps so far), ``kappa``, ``worker_seconds`` (``{worker:
         solver seconds}``), ``worker_arrival`` (``{worker: seconds from the
-        round start to its result}``), ``worker_status`` (``{worker: "used" |
+        round start to its result}``), ``worker_rows`` (``{worker: rows
+        held}``), ``worker_status`` (``{worker: "used" |
         "preempted" | "dropped"}``), ``cut`` (seconds into the round when
         stragglers were stopped, or None), ``round_seconds``, ``policy``,
         ``policy_estimate`` and ``cost`` (:meth:`Backend.cost`: money spent on
@@ -255,6 +285,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
     policy = make_straggler_policy("wait" if straggler_policy is None else straggler_policy)
+    elastic = _elastic_controller(backend, scaling_policy, min_workers, release_workers,
+                                  max_workers)
     injection = INJECTED_SLOWDOWN.get()
     t0 = backend.clock()
     lam, n = problem.lam, problem.n_samples
@@ -274,20 +306,33 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     seed = 0 if random_state is None else int(random_state)
     for round_id in range(max_iter + 1):
         settlements = backend.between_rounds(settlements)
-        workers = backend.workers()
-        K = len(workers)
         last = round_id == max_iter
-        plan = (WaitPolicy() if last else policy).plan(K)
-        sig = gamma * (plan.max_used or K) if sigma is None else float(sigma)
-        w = v + shift
-        slowdowns = None if injection is None else injection.factors(round_id, workers)
-        required = () if plan.max_drops is None else \
-            {k for k in workers if drop_streak.get(k, 0) >= plan.max_drops}
-        outcome = run_planned_round(backend, plan, round_id, w, settlements,
-                                    inv_lam_n=inv_lam_n, sigma=sig,
-                                    steps=0 if last else local_steps, seed=seed,
-                                    slowdowns=slowdowns, required=required,
-                                    drop_streak=drop_streak)
+        events = []
+        while True:
+            workers = backend.workers()
+            K = len(workers)
+            plan = (WaitPolicy() if last else policy).plan(K)
+            sig = gamma * (plan.max_used or K) if sigma is None else float(sigma)
+            w = v + shift
+            slowdowns = None if injection is None else injection.factors(round_id, workers)
+            required = () if plan.max_drops is None else \
+                {k for k in workers if drop_streak.get(k, 0) >= plan.max_drops}
+            try:
+                outcome = run_planned_round(backend, plan, round_id, w, settlements,
+                                            inv_lam_n=inv_lam_n, sigma=sig,
+                                            steps=0 if last else local_steps, seed=seed,
+                                            slowdowns=slowdowns, required=required,
+                                            drop_streak=drop_streak)
+                break
+            except WorkersLost as lost:
+                if elastic is None:
+                    raise
+                # the round is discarded everywhere; the lost chunks restart
+                # from α = 0 and w follows the surviving α
+                events.append(elastic.recover(lost.workers, discard_round=round_id))
+                v = backend.alpha_sum() * inv_lam_n
+                settlements = {}
+                policy.reset()
         results = outcome.results
         used = set() if last else outcome.used
         loss_sum = sum(r.loss_sum for r in results.values())
@@ -315,12 +360,14 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "kappa": kappa,
             "worker_seconds": {str(k): r.seconds for k, r in results.items()},
             "worker_arrival": {str(k): t for k, t in outcome.arrival.items()},
+            "worker_rows": {str(k): r.n_rows for k, r in results.items()},
             "worker_status": {str(k): _status(k, outcome) for k in results},
             "cut": outcome.cut,
             "round_seconds": backend.clock() - outcome.start,
             "policy": policy.name,
             "policy_estimate": plan.estimate,
             "cost": backend.cost(),
+            "events": events,
         }
         history.append(entry)
         if round_hook is not None:
@@ -340,6 +387,26 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             rows={k: r.n_rows for k, r in results.items()}, cut=outcome.cut,
             duration=backend.clock() - outcome.start, gap=objective.relative_gap,
             n_backup=plan.n_backup))
+        if elastic is not None:
+            elastic.observe(entry, results)
+            more, settled, alpha_reset = elastic.between_rounds(entry, settlements)
+            if settled:
+                settlements = {}
+            if alpha_reset:
+                v = backend.alpha_sum() * inv_lam_n
+            if more:
+                events.extend(more)
+                policy.reset()
+                if adaptive and kappa and len(backend.workers()) < 2:
+                    # "auto" accelerates two or more workers only: on one,
+                    # SDCA alone is fast.  α stays; its iterate becomes
+                    # w(α) of the original problem.
+                    v = v * (lam_in / lam)
+                    kappa, lam_in, inv_lam_n = 0.0, lam, 1.0 / (lam * n)
+                    shift = problem.zeros()
+                    w_outer_prev, p_outer_prev, inner_start, inner_rounds = \
+                        None, np.inf, None, 0
+                    continue
         if kappa:
             inner_gap = max(fenchel_young / n, 0.0)
             inner_start = inner_gap if inner_start is None else inner_start
@@ -369,6 +436,22 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "increase max_iter or tol",
             ConvergenceWarning, stacklevel=3)
     return FitResult(w, n_iter, converged, objective, history)
+
+
+def _elastic_controller(backend, scaling_policy, min_workers, release_workers,
+                        max_workers):
+    """The :class:`~daskelastic.elastic.ElasticController` of an elastic backend, or None."""
+    from .elastic import ElasticController
+    from .scaling import make_scaling_policy
+
+    scaling = make_scaling_policy(scaling_policy, min_workers=min_workers)
+    if not hasattr(backend, "move_chunks"):
+        if scaling_policy is not None:
+            raise ValueError(f"scaling_policy={scaling_policy!r} needs a Dask backend, "
+                             f"not {type(backend).__name__}")
+        return None
+    return ElasticController(backend, scaling, release_workers=release_workers,
+                             max_workers=max_workers)
 
 
 def _status(worker, outcome):

@@ -24,7 +24,8 @@ from .monitoring import FitMonitor, ProgressBar
 from .objective import lambda_from_C
 from .placement import make_chunks, split_rows
 from .policies import STRAGGLER_POLICIES, StragglerPolicy, make_straggler_policy
-from .session import fit_session
+from .scaling import SCALING_POLICIES, ScalingPolicy
+from .session import current_client, fit_session
 from .targets import TargetEncoder
 
 __all__ = ["LogisticRegression", "LinearSVC", "Ridge"]
@@ -73,6 +74,9 @@ class _CoCoABase(BaseEstimator):
         "straggler_policy": [StrOptions(set(STRAGGLER_POLICIES)), StragglerPolicy],
         "n_backup": [None, Interval(numbers.Integral, 0, None, closed="left")],
         "cluster_model": [None, ClusterModel],
+        "scaling_policy": [None, StrOptions(set(SCALING_POLICIES)), ScalingPolicy],
+        "min_workers": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "release_workers": ["boolean", StrOptions({"auto"})],
     }
 
     _loss = None  # set by subclasses / from parameters
@@ -125,6 +129,8 @@ class _CoCoABase(BaseEstimator):
                           intercept_scaling=icpt)
         policy = make_straggler_policy(self.straggler_policy, n_backup=self.n_backup)
         cpw = self.chunks_per_worker or config.get("chunks-per-worker")
+        # an embedded cluster is the fit's own: it may retire workers it frees
+        owns_cluster = self.client is None and current_client() is None
         with fit_session(client=self.client, backend=self.backend,
                          n_values=n_values, n_workers=self.n_workers,
                          dask_input=dask_input) as (kind, client):
@@ -144,7 +150,8 @@ class _CoCoABase(BaseEstimator):
                 if self.n_workers is not None:
                     all_workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
                     workers = all_workers[: self.n_workers]
-                backend = DaskBackend(client, problem, workers=workers)
+                backend = DaskBackend(client, problem, workers=workers,
+                                      owns_cluster=owns_cluster)
                 if dask_input:
                     backend.load_dask(X, y, sample_weight, encoder)
                 else:
@@ -160,6 +167,10 @@ class _CoCoABase(BaseEstimator):
                                    acceleration=self.acceleration,
                                    random_state=self._seed(),
                                    straggler_policy=policy,
+                                   scaling_policy=self.scaling_policy,
+                                   min_workers=self.min_workers,
+                                   release_workers=self.release_workers,
+                                   max_workers=self.n_workers,
                                    callback=monitor.on_round)
             except BaseException as error:
                 monitor.finish(error=error)
@@ -414,6 +425,22 @@ daskelastic.policies.StragglerPolicy, default="preempt"
     cluster_model : ClusterModel, optional
         The virtual cluster of ``backend="simulated"`` (default:
         ``ClusterModel(n_workers=n_workers or 8)``); see :func:`~daskelastic.simulate`.
+    scaling_policy : None, "convergence" or ScalingPolicy, default=None
+        Elastic scale-in on a Dask cluster (see the user guide): with
+        ``"convergence"`` the fit watches how fast ``log(gap)`` falls per
+        second and, when that rate deteriorates, moves the chunks of some
+        workers, with their dual state, to the others and lets those workers
+        go.  None keeps the workers.  A
+        :class:`~daskelastic.scaling.ScalingPolicy` instance sets the policy's
+        own parameters.
+    min_workers : int, optional
+        Never scale in below this many workers (default 1).
+    release_workers : "auto" or bool, default="auto"
+        What becomes of the workers a scale-in lets go: ``True`` retires them
+        through the scheduler; ``False`` just stops using them; ``"auto"``
+        retires them from a cluster the fit started itself, leaves them to an
+        :class:`~daskelastic.ElasticAdaptive` to close, and otherwise just
+        stops using them.
 """
 
 _ATTRS_DOC = """
@@ -487,7 +514,8 @@ class LogisticRegression(_ClassifierBase):
                  verbose=0, client=None, backend="auto", n_workers=None,
                  chunks_per_worker=None, local_steps=None, gamma=1.0,
                  acceleration="auto", straggler_policy="preempt", n_backup=None,
-                 cluster_model=None):
+                 cluster_model=None,
+                 scaling_policy=None, min_workers=None, release_workers="auto"):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -506,6 +534,9 @@ class LogisticRegression(_ClassifierBase):
         self.straggler_policy = straggler_policy
         self.n_backup = n_backup
         self.cluster_model = cluster_model
+        self.scaling_policy = scaling_policy
+        self.min_workers = min_workers
+        self.release_workers = release_workers
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -620,7 +651,8 @@ class LinearSVC(_ClassifierBase):
                  random_state=None, verbose=0, client=None, backend="auto",
                  n_workers=None, chunks_per_worker=None, local_steps=None,
                  gamma=1.0, acceleration="auto", straggler_policy="preempt",
-                 n_backup=None, cluster_model=None):
+                 n_backup=None, cluster_model=None,
+                 scaling_policy=None, min_workers=None, release_workers="auto"):
         self.C = C
         self.loss = loss
         self.tol = tol
@@ -640,6 +672,9 @@ class LinearSVC(_ClassifierBase):
         self.straggler_policy = straggler_policy
         self.n_backup = n_backup
         self.cluster_model = cluster_model
+        self.scaling_policy = scaling_policy
+        self.min_workers = min_workers
+        self.release_workers = release_workers
 
     def _loss_name(self):
         return self.loss
@@ -710,7 +745,8 @@ class Ridge(RegressorMixin, _CoCoABase):
                  intercept_scaling=1.0, random_state=None, verbose=0, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, acceleration="auto",
-                 straggler_policy="preempt", n_backup=None, cluster_model=None):
+                 straggler_policy="preempt", n_backup=None, cluster_model=None,
+                 scaling_policy=None, min_workers=None, release_workers="auto"):
         self.alpha = alpha
         self.tol = tol
         self.max_iter = max_iter
@@ -728,6 +764,9 @@ class Ridge(RegressorMixin, _CoCoABase):
         self.straggler_policy = straggler_policy
         self.n_backup = n_backup
         self.cluster_model = cluster_model
+        self.scaling_policy = scaling_policy
+        self.min_workers = min_workers
+        self.release_workers = release_workers
 
     def _C(self):
         return 1.0 / self.alpha

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Chunk", "split_rows", "make_chunks", "assign_chunks"]
+__all__ = ["Chunk", "split_rows", "make_chunks", "assign_chunks", "workers_to_release",
+           "plan_moves", "predicted_round_time"]
 
 
 @dataclass
@@ -169,3 +170,108 @@ def assign_chunks(chunk_sizes, workers, speeds=None, preferred=None):
         if heap is not None:
             heapq.heapreplace(heap, (load[target], position[target], target))
     return {w: sorted(c) for w, c in plan.items()}
+
+
+def workers_to_release(n_release, speeds, rows):
+    """The ``n_release`` workers to let go: the slowest first, then those with least data.
+
+    Parameters
+    ----------
+    n_release : int
+    speeds : dict
+        ``worker → measured throughput``.
+    rows : dict
+        ``worker → rows held``.
+
+    Returns
+    -------
+    list
+        Worker ids, the first to release first.
+
+    Examples
+    --------
+    >>> from daskelastic.placement import workers_to_release
+    >>> workers_to_release(2, {"a": 1.0, "b": 0.5, "c": 1.0}, {"a": 10, "b": 10, "c": 5})
+    ['b', 'c']
+    """
+    order = sorted(speeds, key=lambda w: (speeds[w], rows.get(w, 0), str(w)))
+    return order[:max(int(n_release), 0)]
+
+
+def predicted_round_time(placement, chunk_sizes, speeds):
+    """``max over workers of rows / speed``: the round time a placement predicts.
+
+    Examples
+    --------
+    >>> from daskelastic.placement import predicted_round_time
+    >>> predicted_round_time({"a": [0], "b": [1]}, {0: 10, 1: 10}, {"a": 10.0, "b": 5.0})
+    2.0
+    """
+    times = [sum(chunk_sizes[c] for c in cids) / speeds[w]
+             for w, cids in placement.items() if cids]
+    return max(times, default=0.0)
+
+
+def plan_moves(placement, chunk_sizes, speeds, keep=None):
+    """Which chunks to move so the workers in ``keep`` hold rows in proportion to speed.
+
+    Chunks of workers not in ``keep`` all move.  A kept worker gives up
+    chunks (smallest first) while it holds more than its share
+    ``rows × speed / Σ speed`` by more than half of the chunk; then the
+    chunks set free go, largest first, to the kept worker whose load per
+    speed after taking it is smallest.  Few chunks move: a balanced
+    placement moves none.
+
+    Parameters
+    ----------
+    placement : dict
+        ``worker → list of chunk ids`` now.
+    chunk_sizes : dict
+        ``chunk_id → rows``.
+    speeds : dict
+        ``worker → throughput`` of every kept worker.
+    keep : sequence, optional
+        Workers to hold chunks afterwards (default: those of ``speeds``);
+        they may include workers holding nothing yet.
+
+    Returns
+    -------
+    new_placement : dict
+        ``worker → sorted list of chunk ids`` over ``keep``.
+    moves : list of (chunk_id, source, destination)
+
+    Examples
+    --------
+    >>> from daskelastic.placement import plan_moves
+    >>> new, moves = plan_moves({"a": [0, 1], "b": [2, 3]}, dict.fromkeys(range(4), 10),
+    ...                         {"a": 1.0})
+    >>> new, moves
+    ({'a': [0, 1, 2, 3]}, [(2, 'b', 'a'), (3, 'b', 'a')])
+    """
+    keep = list(speeds if keep is None else keep)
+    if not keep:
+        raise ValueError("no workers to keep")
+    total = sum(chunk_sizes[c] for cids in placement.values() for c in cids)
+    total_speed = sum(speeds[w] for w in keep)
+    share = {w: total * speeds[w] / total_speed for w in keep}
+    new = {w: list(placement.get(w, ())) for w in keep}
+    source = {c: w for w, cids in placement.items() for c in cids}
+    free = [c for w, cids in placement.items() if w not in new for c in cids]
+    for w in keep:
+        load = sum(chunk_sizes[c] for c in new[w])
+        for c in sorted(new[w], key=lambda c: (chunk_sizes[c], c)):
+            if load - share[w] <= 0.5 * chunk_sizes[c]:
+                break
+            new[w].remove(c)
+            free.append(c)
+            load -= chunk_sizes[c]
+    load = {w: sum(chunk_sizes[c] for c in new[w]) for w in keep}
+    moves = []
+    for c in sorted(free, key=lambda c: (-chunk_sizes[c], c)):
+        dest = min(keep, key=lambda w: ((load[w] + chunk_sizes[c]) / speeds[w],
+                                        keep.index(w)))
+        new[dest].append(c)
+        load[dest] += chunk_sizes[c]
+        if dest != source[c]:
+            moves.append((c, source[c], dest))
+    return {w: sorted(c) for w, c in new.items()}, sorted(moves, key=lambda m: m[0])

@@ -360,6 +360,16 @@ class ChunkSolver:
         self._repack(drop=chunk_id)
         return out
 
+    def remove_chunks(self, chunk_ids):
+        """Release several chunks (one repacking); return ``{chunk_id: (X, Y, sw, α)}``."""
+        self._check_no_pending("remove chunks")
+        out = {cid: self.get_chunk(cid) for cid in chunk_ids}
+        for cid in chunk_ids:
+            self._unpacked.pop(cid, None)
+        if any(cid in self._rows for cid in chunk_ids):
+            self._repack(drop=set(chunk_ids))
+        return out
+
     def get_chunk(self, chunk_id):
         """``(X, Y, sample_weight, alpha)`` of a chunk (copies, committed α)."""
         if chunk_id in self._unpacked:
@@ -393,8 +403,9 @@ class ChunkSolver:
         return self._packed
 
     def _repack(self, drop=None):
-        """Pack every chunk held (but ``drop``) into one shuffled matrix."""
-        parts = {cid: self.get_chunk(cid) for cid in self.chunk_ids if cid != drop}
+        """Pack every chunk held (but ``drop``: an id or a set) into one shuffled matrix."""
+        drop = drop if isinstance(drop, set) else {drop}
+        parts = {cid: self.get_chunk(cid) for cid in self.chunk_ids if cid not in drop}
         ids = sorted(parts)
         Xs = [parts[c][0] for c in ids]
         sizes = [x.shape[0] for x in Xs]

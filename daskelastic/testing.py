@@ -25,9 +25,10 @@ import contextlib
 import numpy as np
 
 from .driver import INJECTED_SLOWDOWN
+from .scaling import ScalingDecision, ScalingPolicy
 
 __all__ = ["StragglerModel", "FixedSlowdown", "RandomSlowdown", "HeavyTailSlowdown",
-           "inject_stragglers"]
+           "inject_stragglers", "ScheduledScaling"]
 
 
 class StragglerModel:
@@ -195,3 +196,50 @@ def inject_stragglers(model):
         yield model
     finally:
         INJECTED_SLOWDOWN.reset(token)
+
+
+class ScheduledScaling(ScalingPolicy):
+    """A scaling policy that scales in at chosen rounds, whatever the convergence.
+
+    For tests and demonstrations of the scale-in mechanics: after round
+    ``r`` of ``schedule`` the target becomes ``schedule[r]``.
+
+    Parameters
+    ----------
+    schedule : dict
+        ``{round_id: target number of workers}``.
+    min_workers : int
+        Never fewer workers than this.
+
+    Examples
+    --------
+    >>> from daskelastic.scaling import ScalingRecord
+    >>> from daskelastic.testing import ScheduledScaling
+    >>> policy = ScheduledScaling({2: 1})
+    >>> policy.observe(ScalingRecord(2, time=1.0, gap=0.1, n_workers=2))
+    >>> policy.target(2).target
+    1
+    """
+
+    name = "scheduled"
+
+    def __init__(self, schedule, min_workers=1):
+        super().__init__(min_workers)
+        self.schedule = dict(schedule)
+
+    def decide(self, n_workers):
+        """The scheduled target after the last observed round.
+
+        Parameters
+        ----------
+        n_workers : int
+            Workers holding chunks now.
+
+        Returns
+        -------
+        daskelastic.scaling.ScalingDecision
+            ``schedule[round]`` when the round is scheduled, else ``n_workers``.
+        """
+        last = self.records[-1].round_id if self.records else None
+        target = self.schedule.get(last, n_workers)
+        return ScalingDecision(min(target, n_workers), "scheduled")

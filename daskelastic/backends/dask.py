@@ -14,15 +14,17 @@ Rounds reach the workers as calls to one :class:`RoundActor` per worker
 
 import asyncio
 import uuid
+from collections import defaultdict
 
 import numpy as np
 import scipy.sparse as sp
 from dask.core import flatten
 from distributed import futures_of, get_worker, wait
+from distributed.comm.core import CommClosedError
 from distributed.utils import TimeoutError as DaskTimeoutError
 
-from .. import config
-from ..driver import Backend
+from .. import adaptive, config
+from ..driver import Backend, WorkersLost
 from ..placement import assign_chunks
 from ..solvers import ChunkSolver
 
@@ -182,6 +184,19 @@ def describe(fit_id):
     return {"chunks": s.chunk_ids, "rows": s.n_rows}
 
 
+def take_chunks(fit_id, chunk_ids):
+    """Remove chunks from this worker's solver; return ``{id: (X, Y, sample_weight, α)}``."""
+    return _solver(fit_id).remove_chunks(list(chunk_ids))
+
+
+def put_chunks(fit_id, problem, taken):
+    """Hold chunks moved from another worker, with their dual state; return rows held."""
+    solver = _solver(fit_id, problem)
+    for chunk_id, (X, Y, sw, alpha) in taken.items():
+        solver.add_chunk(chunk_id, X, Y, sw, alpha)
+    return solver.n_rows
+
+
 def drop_fit(fit_id):
     """Forget everything this worker holds for a fit."""
     reg = getattr(get_worker(), _REGISTRY_ATTR, None) or {}
@@ -207,6 +222,16 @@ async def _wait_first_actor_call(calls, timeout):
             t.cancel()
 
 
+def scheduler_workers(client):
+    """Addresses of the scheduler's workers, fetched now.
+
+    ``Client.scheduler_info()`` returns a cache that the client's periodic
+    refresh (which carries no per-worker information) may overwrite between
+    the fetch and the return; ask the scheduler directly instead.
+    """
+    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
 def _persisted_blocks(client, arrays):
     """Persist dask arrays; return, per array, its row blocks' futures in order."""
     persisted = client.persist(arrays)
@@ -218,8 +243,27 @@ def _persisted_blocks(client, arrays):
     return blocks
 
 
+#: Errors of an actor call that mean its worker is gone.
+_LOST_ERRORS = (OSError, CommClosedError)
+
+
+def _is_lost_error(error):
+    return isinstance(error, _LOST_ERRORS) or (
+        isinstance(error, RuntimeError) and "was lost" in str(error))
+
+
 class DaskBackend(Backend):
     """Run the local solvers on the workers of a Dask cluster.
+
+    Besides rounds, the backend carries out the elastic operations between
+    rounds (:meth:`move_chunks`, :meth:`release`, :meth:`add_workers`,
+    :meth:`recover`): a chunk moves as a task on its source worker that
+    removes it from the solver and returns ``(X, Y, sample_weight, α)`` and a
+    task restricted to the destination that depends on it and adds it — the
+    data travels worker to worker, and ``α`` with it, so ``w`` is unchanged.
+    A worker lost mid-fit is noticed when its round call fails; its chunks
+    are re-read from the input (the driver-side chunks of numpy / scipy
+    input, the task graph of dask input) onto live workers with ``α = 0``.
 
     Parameters
     ----------
@@ -231,11 +275,15 @@ class DaskBackend(Backend):
         How rounds reach the workers: calls to a :class:`RoundActor` per worker
         (direct, fast) or one task per worker per round (visible in the task
         stream).  ``daskelastic.round-transport`` by default.
+    owns_cluster : bool
+        Whether the fit started the cluster itself (then it may retire the
+        workers it lets go with ``release_workers="auto"``).
     """
 
-    def __init__(self, client, problem, workers=None, transport=None):
+    def __init__(self, client, problem, workers=None, transport=None, owns_cluster=False):
         self.client = client
         self.problem = problem
+        self.owns_cluster = bool(owns_cluster)
         self.transport = transport or config.get("round-transport")
         if self.transport not in ("actor", "task"):
             raise ValueError(f"round transport must be 'actor' or 'task', "
@@ -247,17 +295,31 @@ class DaskBackend(Backend):
         self._round_id = None
         self.fit_id = f"fit-{uuid.uuid4().hex[:12]}"
         if workers is None:
-            workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+            workers = scheduler_workers(client)
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
         self._workers = list(workers)
         self.placement = {}  # worker -> [chunk ids]
+        self.chunk_sizes = {}  # chunk id -> rows
+        self._source = None    # how to re-read lost chunks
+        self.released = []     # workers this fit let go
+        self.lost = []         # workers that died during this fit
+        self._published = False
 
     # -- placing the data -----------------------------------------------------
     def load_chunks(self, chunks):
-        """Scatter in-memory chunks to the workers, balanced by rows."""
-        plan = assign_chunks({c.chunk_id: c.n_rows for c in chunks}, self._workers)
-        by_id = {c.chunk_id: c for c in chunks}
+        """Scatter in-memory chunks to the workers, balanced by rows.
+
+        The chunks are kept on the driver to rebuild those of a lost worker.
+        """
+        self._source = ("chunks", {c.chunk_id: c for c in chunks})
+        self.chunk_sizes = {c.chunk_id: c.n_rows for c in chunks}
+        plan = assign_chunks(self.chunk_sizes, self._workers)
+        loads = self._scatter_chunks(plan)
+        self._finish_loading(loads, plan)
+
+    def _scatter_chunks(self, plan):
+        by_id = self._source[1]
         loads = []
         for addr, cids in plan.items():
             if not cids:
@@ -267,20 +329,23 @@ class DaskBackend(Backend):
             loads.append(self.client.submit(
                 load_chunks, self.fit_id, self.problem, *data, workers=[addr],
                 allow_other_workers=False, pure=False,
-                key=f"daskelastic-load-{self.fit_id}-{addr}"))
+                key=f"daskelastic-load-{self.fit_id}-{addr}-{uuid.uuid4().hex[:6]}"))
             del data
-        self._finish_loading(loads, plan)
+        return loads
 
     def load_dask(self, X, y, sample_weight, encoder):
         """Hold the blocks of dask arrays as chunks, each where it already lives.
 
         ``X``, ``y`` and ``sample_weight`` (or None) must share row chunks;
-        ``X`` must have one column block.
+        ``X`` must have one column block.  The arrays' task graphs are kept to
+        re-read the blocks of a lost worker.
         """
         arrays = [X, y] + ([sample_weight] if sample_weight is not None else [])
+        self._source = ("dask", (arrays, encoder))
         blocks = _persisted_blocks(self.client, arrays)
         who_has = self.client.who_has(blocks[0])
         sizes = {i: int(n) for i, n in enumerate(X.chunks[0])}
+        self.chunk_sizes = sizes
         preferred = {i: list(who_has.get(f.key, ())) for i, f in enumerate(blocks[0])}
         plan = assign_chunks(sizes, self._workers, preferred=preferred)
         loads = []
@@ -294,6 +359,19 @@ class DaskBackend(Backend):
         del blocks
         self._finish_loading(loads, plan)
         return plan
+
+    def _reread_blocks(self, plan):
+        arrays, encoder = self._source[1]
+        loads = []
+        for addr, cids in plan.items():
+            for cid in cids:
+                parts = self.client.compute([a.blocks[cid] for a in arrays])
+                loads.append(self.client.submit(
+                    load_block, self.fit_id, self.problem, encoder, cid, *parts,
+                    workers=[addr], allow_other_workers=False, pure=False,
+                    key=f"daskelastic-reload-{self.fit_id}-{cid}-{uuid.uuid4().hex[:6]}"))
+                del parts
+        return loads
 
     def _finish_loading(self, loads, plan):
         error = None
@@ -309,24 +387,183 @@ class DaskBackend(Backend):
             # futures, alive: raise the error without it
             raise error.with_traceback(None) from None
         self.placement = {w: c for w, c in plan.items() if c}
+        self.publish()
 
     @property
     def available_workers(self):
         """The workers chunks may be placed on."""
         return list(self._workers)
 
+    # -- elasticity -------------------------------------------------------------
+    def publish(self, target=None):
+        """Tell the scheduler plugin what this fit holds, wants and let go.
+
+        The plugin vetoes downscaling the workers holding chunks and tells an
+        :class:`~daskelastic.ElasticAdaptive` the fit's target.
+        """
+        if not self._published:
+            adaptive.install_plugin(self.client)
+            self._published = True
+        adaptive.publish_fit(self.client, self.fit_id, self.placement,
+                             len(self.placement) if target is None else target,
+                             self.released)
+
+    def live_workers(self):
+        """Addresses of the workers the scheduler knows now."""
+        return scheduler_workers(self.client)
+
+    def move_chunks(self, moves):
+        """Move chunks, with their dual state, between workers.
+
+        ``moves`` is a list of ``(chunk_id, source, destination)``.  No round
+        may be pending on a source or destination (settle first).  Each move is
+        a task on the source that takes the chunk out of its solver and a task
+        restricted to the destination, depending on the first, that adds it.
+        """
+        if not moves:
+            return
+        if self._pending:
+            raise RuntimeError("cannot move chunks while a round runs")
+        pairs = defaultdict(list)
+        for cid, src, dst in moves:
+            pairs[src, dst].append(cid)
+        takes, puts = [], []
+        for (src, dst), cids in pairs.items():
+            tag = f"{self.fit_id}-{uuid.uuid4().hex[:8]}"
+            take = self.client.submit(
+                take_chunks, self.fit_id, cids, workers=[src], allow_other_workers=False,
+                pure=False, key=f"daskelastic-take-{tag}")
+            put = self.client.submit(
+                put_chunks, self.fit_id, self.problem, take, workers=[dst],
+                allow_other_workers=False, pure=False, key=f"daskelastic-put-{tag}")
+            takes.append(take)
+            puts.append(put)
+        self.client.gather(puts)
+        self.client.cancel(takes + puts, force=True)
+        for cid, src, dst in moves:
+            self.placement[src].remove(cid)
+            self.placement.setdefault(dst, []).append(cid)
+            self.placement[dst].sort()
+            if dst not in self._workers:
+                self._workers.append(dst)
+        self.placement = {w: c for w, c in self.placement.items() if c}
+        self.publish()
+
+    def add_workers(self, workers):
+        """Make ``workers`` (joined during the fit) available for chunks."""
+        for w in workers:
+            if w not in self._workers:
+                self._workers.append(w)
+
+    def release(self, workers, retire=False, target=None):
+        """Stop using ``workers`` (holding no chunks); optionally retire them.
+
+        Their actors and solver state are dropped.  With ``retire`` they are
+        retired through the scheduler; otherwise they are published as
+        released, for an :class:`~daskelastic.ElasticAdaptive` to close or
+        for the cluster to reuse.
+        """
+        workers = list(workers)
+        held = [w for w in workers if self.placement.get(w)]
+        if held:
+            raise RuntimeError(f"workers {held} still hold chunks: move them first")
+        self._drop_actors(workers)
+        futs = [self.client.submit(drop_fit, self.fit_id, workers=[a],
+                                   allow_other_workers=False, pure=False)
+                for a in workers]
+        self.client.gather(futs)
+        for w in workers:
+            if w in self._workers:
+                self._workers.remove(w)
+            self.placement.pop(w, None)
+        self.released.extend(w for w in workers if w not in self.released)
+        self.publish(target)
+        if retire:
+            adaptive.retire_released(self.client, workers)
+
+    def _drop_actors(self, workers):
+        for w in workers:
+            self._actors.pop(w, None)
+            fut = self._actor_futures.pop(w, None)
+            if fut is not None:
+                self.client.cancel([fut], force=True)
+
+    def recover(self, lost, *, discard_round=None, settlements=None, speeds=None):
+        """Carry on without the ``lost`` workers.
+
+        Finishes the running round on the live workers and discards it
+        (``discard_round``) or applies the ``settlements`` of the last round;
+        then re-reads the lost workers' chunks from the input onto live
+        workers (balanced by ``speeds``), their ``α`` restarted at zero.  The
+        driver recomputes ``w`` from the surviving ``α`` afterwards.
+
+        Returns
+        -------
+        dict
+            ``{chunk_id: worker}`` of the re-read chunks.
+        """
+        lost = set(lost)
+        pending, self._pending = self._pending, {}
+        stops, self._stop_calls = self._stop_calls, []
+        if self.transport == "actor":
+            with self.client.as_current():
+                for a in pending:
+                    if a not in lost and a in self._actors:
+                        stops.append(self._actors[a].stop(discard_round))
+        for call in list(pending.values()) + stops:
+            try:
+                call.result()
+            except Exception as e:  # noqa: BLE001 - only a lost worker's error is expected
+                if not _is_lost_error(e):
+                    raise
+        self._drop_actors(lost)
+        for w in lost:
+            if w in self._workers:
+                self._workers.remove(w)
+        live_now = set(self.live_workers())
+        if not [w for w in self._workers if w in live_now]:
+            raise RuntimeError("every worker of the fit was lost")
+        orphans = [c for w in lost for c in self.placement.pop(w, [])]
+        self.lost.extend(w for w in lost if w not in self.lost)
+        live = list(self.placement)
+        if discard_round is not None:
+            self._on_each(settle, per_worker={w: (discard_round, None) for w in live})
+        elif settlements:
+            self._on_each(settle, per_worker={w: s for w, s in settlements.items()
+                                              if w in self.placement})
+        keep = [w for w in self._workers if w in live_now]
+        speeds = {w: (speeds or {}).get(w, 1.0) for w in keep}
+        load = {w: sum(self.chunk_sizes[c] for c in self.placement.get(w, ())) for w in keep}
+        plan = defaultdict(list)
+        for c in sorted(orphans, key=lambda c: (-self.chunk_sizes[c], c)):
+            dest = min(keep, key=lambda w: ((load[w] + self.chunk_sizes[c]) / speeds[w],
+                                            keep.index(w)))
+            plan[dest].append(c)
+            load[dest] += self.chunk_sizes[c]
+        if self._source[0] == "chunks":
+            loads = self._scatter_chunks(plan)
+        else:
+            loads = self._reread_blocks(plan)
+        self.client.gather(loads)
+        self.client.cancel(loads, force=True)
+        for w, cids in plan.items():
+            self.placement[w] = sorted(self.placement.get(w, []) + cids)
+        self.publish()
+        return {c: w for w, cids in plan.items() for c in cids}
+
     # -- rounds ----------------------------------------------------------------
     def workers(self):
         return list(self.placement)
 
     def _ensure_actors(self):
-        if not self._actors:
+        missing = [a for a in self.placement if a not in self._actors]
+        if missing:
             handles = {addr: self.client.submit(
                 RoundActor, self.fit_id, workers=[addr], allow_other_workers=False,
                 actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}")
-                for addr in self.placement}
-            self._actor_futures = handles
-            self._actors = {addr: f.result() for addr, f in handles.items()}
+                for addr in missing}
+            self._actor_futures.update(handles)
+            self._actors.update({addr: f.result() for addr, f in handles.items()})
 
     def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
                     slowdowns=None):
@@ -339,10 +576,10 @@ class DaskBackend(Backend):
             with self.client.as_current():
                 self._ensure_actors()
                 self._pending = {
-                    addr: actor.run_round(round_id, w, settlements.get(addr), inv_lam_n,
-                                          sigma, steps, seed,
-                                          float(slowdowns.get(addr, 1.0)))
-                    for addr, actor in self._actors.items()}
+                    addr: self._actors[addr].run_round(
+                        round_id, w, settlements.get(addr), inv_lam_n, sigma, steps, seed,
+                        float(slowdowns.get(addr, 1.0)))
+                    for addr in self.placement}
             return
         self._pending = {addr: self.client.submit(
             run_round, self.fit_id, round_id, w, settlements.get(addr), inv_lam_n, sigma,
@@ -359,7 +596,6 @@ class DaskBackend(Backend):
                 self.client.sync(_wait_first_actor_call, list(self._pending.values()),
                                  timeout)
             done = [a for a, c in self._pending.items() if c.done()]
-            out = {a: self._pending.pop(a).result() for a in done}
         else:
             try:
                 wait(list(self._pending.values()), timeout=timeout,
@@ -367,7 +603,18 @@ class DaskBackend(Backend):
             except (DaskTimeoutError, TimeoutError):
                 pass
             done = [a for a, f in self._pending.items() if f.done()]
-            out = {a: f.result() for a, f in ((a, self._pending.pop(a)) for a in done)}
+        out, lost = {}, []
+        for a in done:
+            try:
+                out[a] = self._pending[a].result()
+            except Exception as e:  # noqa: BLE001 - a lost worker is recovered from
+                if not _is_lost_error(e):
+                    raise
+                lost.append(a)
+                continue
+            del self._pending[a]
+        if lost:
+            raise WorkersLost(lost)
         if not self._pending:
             self._collect_stop_calls()
         return out
@@ -381,8 +628,15 @@ class DaskBackend(Backend):
 
     def _collect_stop_calls(self):
         calls, self._stop_calls = self._stop_calls, []
+        lost = []
         for c in calls:
-            c.result()
+            try:
+                c.result()
+            except Exception as e:  # noqa: BLE001 - a stopped worker may be gone
+                if not _is_lost_error(e):
+                    raise
+                lost.append(c)
+        return lost
 
     def _on_each(self, func, *args, per_worker=None):
         futures = {}
@@ -428,12 +682,20 @@ class DaskBackend(Backend):
             self._actor_futures = {}
         if self.client.status not in ("running", "connecting"):
             return
-        workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        if self._published:
+            try:
+                adaptive.end_fit(self.client, self.fit_id)
+            except Exception:  # noqa: BLE001 - closing after a failure
+                pass
+        workers = scheduler_workers(self.client)
         futs = [self.client.submit(drop_fit, self.fit_id, workers=[a],
                                    allow_other_workers=False, pure=False)
                 for a in workers]
         try:
-            self.client.gather(futs)
-        except Exception:  # a worker that died holds nothing any more
+            # a task restricted to a worker that just died would never run
+            with self.client.as_current():
+                wait(futs, timeout=30)
+        except (DaskTimeoutError, TimeoutError):
             pass
+        self.client.cancel(futs, force=True)
         self.placement = {}

@@ -1,0 +1,261 @@
+"""Applying a fit's scaling decision to a Dask cluster.
+
+Three pieces, all talking to the scheduler only:
+
+- :class:`ElasticSchedulerPlugin`, installed on the scheduler by every
+  elastic fit (and by :class:`ElasticAdaptive`): it holds, per running fit,
+  which worker holds which chunks, the number of workers the fit wants and
+  the workers it has let go; it answers the scheduler handlers
+  ``daskelastic_fit_update``, ``daskelastic_fit_end`` and
+  ``daskelastic_state``; and its ``valid_workers_downscaling`` hook vetoes
+  retiring a worker that still holds chunks of a running fit (a fit first
+  evacuates a worker's chunks, with their dual state, then lets it go).
+- :class:`ElasticAdaptive`, a ``distributed.deploy.Adaptive`` for
+  ``cluster.adapt(Adaptive=ElasticAdaptive, ...)``: while fits run, its
+  :meth:`~ElasticAdaptive.target` is the number of workers they want and its
+  :meth:`~ElasticAdaptive.workers_to_close` the workers they let go; with no
+  fit running it is Dask's own adaptive scaling.
+- :func:`retire_released`, which a fit on a bare scheduler (a client and no
+  ``Cluster`` object) uses to retire the workers it let go.
+"""
+
+import time
+
+from distributed.deploy.adaptive import Adaptive
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps
+
+__all__ = ["ElasticAdaptive", "ElasticSchedulerPlugin", "PLUGIN_NAME", "install_plugin",
+           "publish_fit", "end_fit", "elastic_state", "retire_released"]
+
+#: Name of the :class:`ElasticSchedulerPlugin` on the scheduler.
+PLUGIN_NAME = "daskelastic-elastic"
+
+#: An :class:`ElasticAdaptive` that asked within this many seconds counts as attached.
+_ADAPTIVE_FRESH = 30.0
+
+
+class ElasticSchedulerPlugin(SchedulerPlugin):
+    """Scheduler-side record of the running elastic fits.
+
+    Each fit publishes ``placement`` (``{worker address: [chunk ids]}``),
+    ``target`` (workers it wants) and ``released`` (addresses it let go, no
+    chunks left).  Workers holding chunks of a fit are never valid to
+    downscale.
+
+    Examples
+    --------
+    The plugin is installed for you by elastic fits and by
+    :class:`ElasticAdaptive`; to install it by hand::
+
+        from daskelastic.adaptive import install_plugin
+        install_plugin(client)
+    """
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self):
+        self.fits = {}
+        self.adaptive_seen = None
+        self.scheduler = None
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+        scheduler.handlers.update({
+            "daskelastic_fit_update": self._fit_update,
+            "daskelastic_fit_end": self._fit_end,
+            "daskelastic_state": self._state,
+        })
+
+    def _fit_update(self, fit_id=None, placement=None, target=None, released=None):
+        """Record (or replace) what fit ``fit_id`` holds and wants."""
+        self.fits[fit_id] = {"placement": {w: list(c) for w, c in (placement or {}).items()},
+                             "target": int(target), "released": list(released or ())}
+        return "OK"
+
+    def _fit_end(self, fit_id=None):
+        """Forget fit ``fit_id``."""
+        self.fits.pop(fit_id, None)
+        return "OK"
+
+    def holders(self):
+        """Workers holding chunks of a running fit.
+
+        Returns
+        -------
+        set of str
+            Their addresses.
+        """
+        return {w for fit in self.fits.values() for w, cids in fit["placement"].items()
+                if cids}
+
+    def _state(self, adaptive=False):
+        """The running fits, with worker names; ``adaptive=True`` marks an attached Adaptive."""
+        if adaptive:
+            self.adaptive_seen = time.monotonic()
+        workers = self.scheduler.workers if self.scheduler is not None else {}
+        fits = {}
+        for fit_id, fit in self.fits.items():
+            fits[fit_id] = dict(fit, released_names=[
+                workers[a].name for a in fit["released"] if a in workers])
+        fresh = (self.adaptive_seen is not None
+                 and time.monotonic() - self.adaptive_seen < _ADAPTIVE_FRESH)
+        return {"fits": fits, "adaptive": fresh, "holders": sorted(self.holders())}
+
+    def valid_workers_downscaling(self, scheduler, workers):
+        """Of the candidate ``workers``, those holding no chunks of a running fit.
+
+        Parameters
+        ----------
+        scheduler : distributed.Scheduler
+            The scheduler.
+        workers : list of distributed.scheduler.WorkerState
+            Candidates for retirement.
+
+        Returns
+        -------
+        list of distributed.scheduler.WorkerState
+            The candidates that may be retired.
+        """
+        holders = self.holders()
+        return [ws for ws in workers if ws.address not in holders]
+
+
+def install_plugin(client):
+    """Install the :class:`ElasticSchedulerPlugin` on ``client``'s scheduler (once).
+
+    Examples
+    --------
+    ::
+
+        from daskelastic.adaptive import elastic_state, install_plugin
+        install_plugin(client)
+        elastic_state(client)   # {"fits": {}, "adaptive": False, "holders": []}
+    """
+    client.sync(client.scheduler.register_scheduler_plugin,
+                plugin=dumps(ElasticSchedulerPlugin()), name=PLUGIN_NAME, idempotent=True)
+
+
+def publish_fit(client, fit_id, placement, target, released=()):
+    """Tell the scheduler what fit ``fit_id`` holds, wants and let go."""
+    client.sync(client.scheduler.daskelastic_fit_update, fit_id=fit_id,
+                placement={w: list(c) for w, c in placement.items()},
+                target=int(target), released=list(released))
+
+
+def end_fit(client, fit_id):
+    """Tell the scheduler fit ``fit_id`` ended."""
+    client.sync(client.scheduler.daskelastic_fit_end, fit_id=fit_id)
+
+
+def elastic_state(client):
+    """The plugin's view: ``{"fits": ..., "adaptive": bool, "holders": [...]}``."""
+    return client.sync(client.scheduler.daskelastic_state)
+
+
+def retire_released(client, workers):
+    """Retire ``workers`` through the scheduler (data they hold alone is copied first).
+
+    Used when there is no ``Cluster`` object to scale down (a client of a bare
+    scheduler) or when the fit started its cluster itself.
+    """
+    if workers:
+        client.retire_workers(workers=list(workers), close_workers=True)
+
+
+class ElasticAdaptive(Adaptive):
+    """Adaptive scaling that follows the running daskelastic fits.
+
+    Use it as ``cluster.adapt(Adaptive=ElasticAdaptive, minimum=..., maximum=...)``.
+    While fits with a scaling policy run, the target is the number of workers
+    they want (their sum) and the workers to close are those they have
+    evacuated and let go — so a fit scaling in from ``K`` to ``K′`` workers
+    hands ``K − K′`` workers back to the cluster, after their chunks (with
+    their dual state) moved.  With no fit running, target and choice are
+    Dask's own (``distributed.deploy.Adaptive.target``).  Either way
+    ``minimum``, ``maximum`` and the ``wait_count`` hysteresis apply, and the
+    scheduler plugin never lets a worker holding chunks be retired.
+
+    Parameters
+    ----------
+    cluster : distributed.deploy.Cluster
+        The cluster to scale (``cluster.adapt`` passes it).
+    interval : str or float, optional
+        Seconds between adaptations (``distributed.adaptive.interval``).
+    minimum, maximum : int, optional
+        Bounds on the number of workers.
+    wait_count : int, optional
+        Consecutive adaptations that must agree before a worker is closed.
+    target_duration : str or float, optional
+        Dask's own target without a fit (``distributed.adaptive.target-duration``).
+    worker_key : callable, optional
+        Groups workers closed together (as in ``Adaptive``).
+    **kwargs
+        Passed to ``Scheduler.workers_to_close``, as in ``Adaptive``.
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster
+    >>> from daskelastic import ElasticAdaptive, LogisticRegression
+    >>> cluster = LocalCluster(n_workers=4, processes=False)     # doctest: +SKIP
+    >>> cluster.adapt(Adaptive=ElasticAdaptive, minimum=1, maximum=4)  # doctest: +SKIP
+    >>> clf = LogisticRegression(scaling_policy="convergence")   # doctest: +SKIP
+    >>> clf.fit(X, y)   # workers are handed back as convergence slows  # doctest: +SKIP
+    """
+
+    _plugin_ready = False
+
+    def __init__(self, cluster=None, interval=None, minimum=None, maximum=None,
+                 wait_count=None, target_duration=None, worker_key=None, **kwargs):
+        super().__init__(cluster=cluster, interval=interval, minimum=minimum,
+                         maximum=maximum, wait_count=wait_count,
+                         target_duration=target_duration, worker_key=worker_key, **kwargs)
+
+    async def _elastic_state(self):
+        if not self._plugin_ready:
+            await self.scheduler.register_scheduler_plugin(
+                plugin=dumps(ElasticSchedulerPlugin()), name=PLUGIN_NAME, idempotent=True)
+            self._plugin_ready = True
+        return await self.scheduler.daskelastic_state(adaptive=True)
+
+    async def target(self):
+        """The number of workers the cluster should have.
+
+        Returns
+        -------
+        int
+            The sum of the running fits' targets, or Dask's target without fits.
+        """
+        state = await self._elastic_state()
+        if not state["fits"]:
+            return await super().target()
+        return sum(fit["target"] for fit in state["fits"].values())
+
+    async def workers_to_close(self, target):
+        """Which workers to close to come down to ``target``.
+
+        Parameters
+        ----------
+        target : int
+            Workers to keep.
+
+        Returns
+        -------
+        list of str
+            Worker names: those the fits let go first, then Dask's choice
+            (never a worker holding chunks).
+        """
+        state = await self._elastic_state()
+        if not state["fits"]:
+            return await super().workers_to_close(target)
+        n = len(self.plan) - target
+        if n <= 0:
+            return []
+        names = [name for fit in state["fits"].values() for name in fit["released_names"]]
+        out = list(dict.fromkeys(names))[:n]
+        if len(out) < n:
+            for name in await super().workers_to_close(target):
+                if name not in out and len(out) < n:
+                    out.append(name)
+        return out

@@ -1,0 +1,306 @@
+"""Between rounds: scale in, rebalance, take in joining workers, recover lost ones.
+
+The :class:`ElasticController` is the driver's half of elasticity.  After
+every round the driver hands it the round's history entry and results; it
+feeds the scaling policy (:mod:`daskelastic.scaling`) and the throughput
+tracker, and — only between rounds, never while one runs — carries out on the
+backend what they call for:
+
+- **scale-in**: the policy's target ``K′ < K`` releases ``K − K′`` workers
+  (slowest first, then least data); their chunks move, with their ``α``, to
+  the workers that stay, balanced by measured throughput
+  (:func:`daskelastic.placement.plan_moves`), and the freed workers are
+  retired or handed to the cluster (``release_workers``);
+- **rebalancing**: when the placement's predicted round time (rows over
+  measured speed, slowest worker) would fall by ``rebalance_gain`` by moving
+  chunks, they move;
+- **joins**: workers that appear in the cluster during the fit get chunks
+  while the fit has fewer workers than its target;
+- **losses**: a worker that died has its chunks re-read from the input onto
+  live workers with ``α = 0`` (the driver recomputes ``w`` from the surviving
+  ``α``).
+
+Moving a chunk with its ``α`` keeps ``w = Σ α_i x_i / (λn)`` exactly, so the
+driver's iterate does not change; only a loss changes it.  Every operation is
+recorded in the history entry's ``events``.
+
+The backend needs ``placement``, ``chunk_sizes``, ``released``, ``lost``,
+``live_workers()``, ``settle()``, ``move_chunks()``, ``release()``,
+``add_workers()``, ``recover()`` and ``owns_cluster``
+(:class:`daskelastic.backends.dask.DaskBackend`).
+"""
+
+import time
+
+from . import config
+from .placement import plan_moves, predicted_round_time, workers_to_release
+from .scaling import ScalingRecord, ThroughputTracker
+
+__all__ = ["ElasticController", "RELEASE_MODES"]
+
+#: Values of ``release_workers``.
+RELEASE_MODES = ("auto", True, False)
+
+
+class ElasticController:
+    """Carry out scaling decisions, rebalancing, joins and loss recovery on a backend.
+
+    Parameters
+    ----------
+    backend : daskelastic.backends.dask.DaskBackend
+        The fit's workers.
+    scaling_policy : daskelastic.scaling.ScalingPolicy
+        Decides the number of workers after each round.
+    release_workers : {"auto", True, False}
+        What becomes of the workers a scale-in lets go: ``True`` retires them
+        through the scheduler; ``False`` just stops using them; ``"auto"``
+        retires them when the fit started its cluster itself, leaves them to
+        an attached :class:`~daskelastic.ElasticAdaptive` (which closes them),
+        and otherwise just stops using them.
+    max_workers : int, optional
+        Never take in joining workers beyond this many (default: no limit).
+    check_interval : float, optional
+        Seconds between checks of the cluster's workers (joins and losses);
+        ``daskelastic.elastic.check-interval`` by default.
+    rebalance : "auto" or bool, optional
+        Rebalance chunks by measured throughput; ``"auto"``: only with a
+        scaling policy (rebalancing follows timings: a fit with fixed workers
+        stays reproducible).  ``daskelastic.elastic.rebalance`` by default.
+    rebalance_gain : float or None, optional
+        Rebalance when the predicted round time falls by at least this share
+        (None: never); ``daskelastic.elastic.rebalance-gain`` by default.
+    rebalance_rounds : int, optional
+        Rounds measured on a placement before it may be rebalanced;
+        ``daskelastic.elastic.rebalance-rounds`` by default.
+
+    Examples
+    --------
+    :func:`~daskelastic.driver.run_cocoa` makes one for a Dask backend; by
+    hand, between rounds::
+
+        from daskelastic.elastic import ElasticController
+        from daskelastic.scaling import make_scaling_policy
+
+        elastic = ElasticController(backend, make_scaling_policy("convergence"),
+                                    release_workers=True)
+        elastic.observe(entry, results)          # after each round
+        events, settled, alpha_reset = elastic.between_rounds(entry, settlements)
+    """
+
+    def __init__(self, backend, scaling_policy, *, release_workers="auto", max_workers=None,
+                 check_interval=None, rebalance=None, rebalance_gain="config",
+                 rebalance_rounds=None):
+        if release_workers not in RELEASE_MODES:
+            raise ValueError(f"release_workers must be 'auto', True or False, "
+                             f"got {release_workers!r}")
+        self.backend = backend
+        self.policy = scaling_policy
+        self.release_workers = release_workers
+        self.target = max_workers
+        if rebalance is None:
+            rebalance = config.get("elastic.rebalance")
+        if rebalance == "auto":
+            rebalance = scaling_policy.name != "fixed"
+        self.rebalance = bool(rebalance)
+        if check_interval is None:
+            check_interval = config.get("elastic.check-interval")
+        if rebalance_gain == "config":
+            rebalance_gain = config.get("elastic.rebalance-gain")
+        if rebalance_rounds is None:
+            rebalance_rounds = config.get("elastic.rebalance-rounds")
+        self.check_interval = float(check_interval)
+        self.rebalance_gain = None if rebalance_gain is None else float(rebalance_gain)
+        self.rebalance_rounds = int(rebalance_rounds)
+        self.tracker = ThroughputTracker()
+        self._seen = set(backend.live_workers())
+        self._last_check = time.monotonic()
+        self._rounds_on_placement = 0
+        # workers whose chunk set changed: their next round repacks its rows,
+        # which is not their speed
+        self._repacking = set()
+
+    # -- observing ------------------------------------------------------------
+    def observe(self, entry, results):
+        """Record a finished round's throughputs and convergence.
+
+        Parameters
+        ----------
+        entry : dict
+            The round's history entry.
+        results : dict
+            ``{worker: LocalResult}`` of the round.
+        """
+        self.tracker.observe({k: (r.steps, r.seconds) for k, r in results.items()
+                              if k not in self._repacking})
+        self._repacking.clear()
+        self.policy.observe(ScalingRecord(entry["round"], entry["time"],
+                                          entry["duality_gap"], entry["n_workers"]))
+        self._rounds_on_placement += 1
+
+    def speeds(self, workers=None):
+        """Measured throughput of workers.
+
+        Parameters
+        ----------
+        workers : iterable, optional
+            Worker ids; those holding chunks by default.
+
+        Returns
+        -------
+        dict
+            ``{worker: coordinate steps per second}``.
+        """
+        return self.tracker.speeds(list(self.backend.placement if workers is None
+                                        else workers))
+
+    # -- acting between rounds ------------------------------------------------
+    def between_rounds(self, entry, settlements):
+        """Act on the last round: recover, scale in, take in joiners or rebalance.
+
+        Parameters
+        ----------
+        entry : dict
+            The round's history entry (its ``scaling`` is set here).
+        settlements : dict
+            The settlements the driver would send with the next round; they
+            are applied first when chunks must move.
+
+        Returns
+        -------
+        events : list of dict
+            What was done.
+        settled : bool
+            Whether the backend applied ``settlements`` (the driver must not
+            send them again).
+        alpha_reset : bool
+            Whether a worker was lost: ``w`` must be recomputed from the
+            workers' ``α``.
+        """
+        events, settled, alpha_reset = [], False, False
+        now = time.monotonic()
+        joined = []
+        if now - self._last_check >= self.check_interval:
+            self._last_check = now
+            live = self.backend.live_workers()
+            lost = [w for w in self.backend.placement if w not in live]
+            if lost:
+                events.append(self.recover(lost, settlements=settlements))
+                settled = alpha_reset = True
+            joined = [w for w in live if w not in self._seen]
+            self._seen.update(live)
+        decision = self.policy.target(len(self.backend.placement))
+        entry["scaling"] = {"target": decision.target, "reason": decision.reason,
+                            **decision.estimate}
+        K = len(self.backend.placement)
+        if decision.target < K:
+            t0 = time.perf_counter()
+            if not settled:
+                self.backend.settle(settlements)
+                settled = True
+            events.append(self._scale_in(decision.target))
+            events[-1]["seconds"] = time.perf_counter() - t0
+            return events, settled, alpha_reset
+        room = None if self.target is None else max(self.target - K, 0)
+        joined = joined if room is None else joined[:room]
+        if joined:
+            self.backend.add_workers(joined)
+        event = self._rebalance(joined)
+        if event is not None:
+            t0 = time.perf_counter()
+            if not settled:
+                self.backend.settle(settlements)
+                settled = True
+            self._apply(event)
+            event["seconds"] = time.perf_counter() - t0
+            events.append(event)
+        return events, settled, alpha_reset
+
+    def _scale_in(self, target):
+        placement = self.backend.placement
+        K = len(placement)
+        speeds = self.speeds()
+        rows = {w: sum(self.backend.chunk_sizes[c] for c in cids)
+                for w, cids in placement.items()}
+        release = workers_to_release(len(placement) - target, speeds, rows)
+        keep = [w for w in placement if w not in release]
+        _, moves = plan_moves(placement, self.backend.chunk_sizes,
+                              {w: speeds[w] for w in keep})
+        t0 = time.perf_counter()
+        self._repacking.update(keep)
+        self.backend.move_chunks(moves)
+        t1 = time.perf_counter()
+        retire = self._retire()
+        self.backend.release(release, retire=retire, target=target)
+        t2 = time.perf_counter()
+        self.target = target
+        self.tracker.forget(release)
+        self._rounds_on_placement = 0
+        return {"event": "scale_in", "from": K, "to": len(keep), "released": release,
+                "retired": retire, "moves": len(moves),
+                "move_seconds": t1 - t0, "release_seconds": t2 - t1}
+
+    def _retire(self):
+        if self.release_workers is True:
+            return True
+        if self.release_workers is False:
+            return False
+        if self.backend.owns_cluster:
+            return True
+        # an ElasticAdaptive closes the released workers itself; without
+        # one, the workers just stop being used
+        return False
+
+    def _rebalance(self, joined):
+        placement = self.backend.placement
+        workers = list(placement) + [w for w in joined if w not in placement]
+        if not joined:
+            if not self.rebalance or self.rebalance_gain is None:
+                return None
+            if self._rounds_on_placement < self.rebalance_rounds:
+                return None
+            if any(self.tracker.n_measured(w) < 2 for w in workers):
+                return None
+        speeds = self.speeds(workers)
+        new, moves = plan_moves(placement, self.backend.chunk_sizes, speeds, keep=workers)
+        if not moves:
+            return None
+        before = predicted_round_time(placement, self.backend.chunk_sizes, speeds)
+        after = predicted_round_time(new, self.backend.chunk_sizes, speeds)
+        if not joined and after > (1.0 - self.rebalance_gain) * before:
+            return None
+        return {"event": "join" if joined else "rebalance", "joined": list(joined),
+                "moves": moves, "predicted_seconds": (before, after)}
+
+    def _apply(self, event):
+        self._repacking.update(w for _, src, dst in event["moves"] for w in (src, dst))
+        self.backend.move_chunks(event["moves"])
+        event["moves"] = len(event["moves"])
+        self._rounds_on_placement = 0
+
+    def recover(self, lost, *, discard_round=None, settlements=None):
+        """Recover from the loss of workers (see ``DaskBackend.recover``).
+
+        Parameters
+        ----------
+        lost : iterable
+            The lost workers.
+        discard_round : int, optional
+            The round that was running, to discard on the live workers.
+        settlements : dict, optional
+            Settlements of the last round to apply when no round was running.
+
+        Returns
+        -------
+        dict
+            The ``worker_lost`` event for the history.
+        """
+        lost = list(lost)
+        survivors = [w for w in self.backend.placement if w not in lost]
+        replaced = self.backend.recover(lost, discard_round=discard_round,
+                                        settlements=settlements,
+                                        speeds=self.speeds(survivors))
+        self.tracker.forget(lost)
+        self._repacking.update(replaced.values())
+        self._rounds_on_placement = 0
+        return {"event": "worker_lost", "lost": lost, "reread_chunks": sorted(replaced),
+                "discarded_round": discard_round}

@@ -1,0 +1,291 @@
+"""Elastic fits on real LocalClusters: scale-in, Adaptive, rebalancing, joins, lost workers.
+
+Every test starts its own small cluster (workers are retired or killed), and
+checks the invariants at every round boundary:
+
+1. ``w = Σ α_i x_i / (λn)``: the workers' committed ``α`` give the driver's ``v``;
+2. every chunk lives on exactly one live worker.
+"""
+
+import logging
+import os
+import signal
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import daskelastic as de
+from daskelastic.adaptive import elastic_state
+from daskelastic.backends.dask import DaskBackend, scheduler_workers
+from daskelastic.driver import Problem, run_cocoa
+from daskelastic.losses import loss_code
+from daskelastic.objective import lambda_from_C
+from daskelastic.placement import make_chunks, split_rows
+from daskelastic.targets import TargetEncoder
+from daskelastic.testing import FixedSlowdown, ScheduledScaling, inject_stragglers
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def table(flights_small):
+    """6,000 real flights, one-hot CSR, the columns seen at least 20 times."""
+    X, y = flights_small
+    X = X[:6000]
+    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
+    return X[:, keep].tocsr(), y[:6000]
+
+
+@pytest.fixture(scope="module")
+def optimum(table):
+    X, y = table
+    ref = de.LogisticRegression(C=0.5, tol=1e-9, max_iter=5000, backend="inprocess")
+    return ref.fit(X, y).history_[-1]["primal"]
+
+
+def _cluster(n):
+    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                        dashboard_address=":0", silence_logs=logging.ERROR)
+
+
+def _live(client):
+    return set(scheduler_workers(client))
+
+
+def _wait_for(condition, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+class InvariantChecker:
+    """A ``round_hook`` that checks invariants 1 and 2 at every round boundary."""
+
+    def __init__(self, client, n_chunks, n_rows, action=None):
+        self.client = client
+        self.n_chunks = n_chunks
+        self.n_rows = n_rows
+        self.action = action
+        self.rounds = 0
+
+    def __call__(self, round_id, w, backend, v, inv_lam_n):
+        np.testing.assert_allclose(backend.alpha_sum() * inv_lam_n, v, rtol=1e-9,
+                                   atol=1e-12)
+        held = backend.describe()
+        chunks = [c for d in held.values() for c in d["chunks"]]
+        assert sorted(chunks) == list(range(self.n_chunks))
+        assert sum(d["rows"] for d in held.values()) == self.n_rows
+        assert set(held) <= _live(self.client)
+        assert {k: d["chunks"] for k, d in held.items()} == backend.placement
+        self.rounds += 1
+        if self.action is not None:
+            self.action(round_id, backend)
+
+
+def _backend(client, table):
+    X, y = table
+    enc = TargetEncoder(classes=np.unique(y))
+    n, d = X.shape
+    problem = Problem(loss=loss_code("logistic"), lam=lambda_from_C(0.5, n), n_samples=n,
+                      n_features=d, n_targets=1, intercept_scaling=1.0)
+    return DaskBackend(client, problem), enc
+
+
+def _numpy_fit(client, table, *, chunks=16, **kwargs):
+    """run_cocoa on a DaskBackend holding ``table`` in ``chunks`` chunks."""
+    X, y = table
+    backend, enc = _backend(client, table)
+    Y, sw = enc.encode(y, None)
+    backend.load_chunks(make_chunks(X, Y, sw, split_rows(X.shape[0], n_chunks=chunks),
+                                    shuffle=0))
+    try:
+        return run_cocoa(backend, backend.problem, **kwargs), backend
+    finally:
+        backend.close()
+
+
+def _dask_fit(client, table, *, block_rows=500, **kwargs):
+    """run_cocoa on a DaskBackend holding the blocks of dask arrays of ``table``."""
+    X, y = table
+    backend, enc = _backend(client, table)
+    backend.load_dask(da.from_array(X, chunks=(block_rows, -1), asarray=False),
+                      da.from_array(y, chunks=block_rows), None, enc)
+    try:
+        return run_cocoa(backend, backend.problem, **kwargs), backend
+    finally:
+        backend.close()
+
+
+def test_scale_in_moves_chunks_with_their_alpha_and_retires_workers(table, optimum):
+    with _cluster(4) as cluster, Client(cluster) as client:
+        check = InvariantChecker(client, 16, table[0].shape[0])
+        result, backend = _numpy_fit(client, table, tol=1e-6, max_iter=500,
+                                     scaling_policy=ScheduledScaling({3: 2, 6: 1}),
+                                     release_workers=True, round_hook=check)
+        counts = [e["n_workers"] for e in result.history]
+        assert counts[:4] == [4] * 4 and counts[4:7] == [2] * 3 and set(counts[7:]) == {1}
+        events = [ev for e in result.history for ev in e["events"]]
+        assert [ev["event"] for ev in events if ev["event"] == "scale_in"] == ["scale_in"] * 2
+        assert _wait_for(lambda: len(_live(client)) == 1)
+        assert result.converged and check.rounds == len(result.history)
+        assert abs(result.objective.primal - optimum) <= 1e-4 * abs(optimum)
+
+
+def test_convergence_policy_scales_in_four_workers(table, optimum):
+    """Must-hold 2: K falls during the fit, the cluster shrinks, the optimum is kept."""
+    X, y = table
+    with _cluster(4) as cluster, Client(cluster) as client:
+        fixed = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=2000).fit(X, y)
+        assert {e["n_workers"] for e in fixed.history_} == {4}
+        elastic = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=2000,
+                                        scaling_policy="convergence",
+                                        release_workers=True).fit(X, y)
+        counts = [e["n_workers"] for e in elastic.history_]
+        assert counts[0] == 4 and counts[-1] < 4
+        assert all(a >= b for a, b in zip(counts, counts[1:]))
+        assert _wait_for(lambda: len(_live(client)) == counts[-1])
+        p_fixed, p_elastic = fixed.history_[-1]["primal"], elastic.history_[-1]["primal"]
+        changes = [i - 1 for i in range(1, len(counts)) if counts[i] != counts[i - 1]]
+        print(f"K path {[counts[0]] + [counts[i + 1] for i in changes]} (changes after "
+              f"rounds {changes} of {len(counts)}); live workers {len(_live(client))}; "
+              f"primal fixed {p_fixed:.12f} elastic {p_elastic:.12f} "
+              f"relative difference {abs(p_elastic - p_fixed) / abs(p_fixed):.2e}")
+        assert abs(p_elastic - p_fixed) <= 1e-4 * abs(p_fixed)
+        assert abs(p_elastic - optimum) <= 1e-4 * abs(optimum)
+
+
+def test_elastic_adaptive_closes_the_released_workers(table):
+    with _cluster(4) as cluster, Client(cluster) as client:
+        X, y = table
+        n = X.shape[0]
+        backend, enc = _backend(client, table)
+        Y, sw = enc.encode(y, None)
+        backend.load_chunks(make_chunks(X, Y, sw, split_rows(n, n_chunks=16), shuffle=0))
+        adaptive = cluster.adapt(Adaptive=de.ElasticAdaptive, minimum=1, maximum=4,
+                                 interval="100ms", wait_count=2)
+        seen = {}
+
+        def watch(round_id, backend):
+            if round_id == 1:
+                # the plugin vetoes downscaling any worker that holds chunks
+                closable = client.run_on_scheduler(
+                    lambda dask_scheduler: dask_scheduler.workers_to_close(n=4))
+                seen["closable"] = set(closable)
+                seen["holders"] = set(backend.placement)
+            if round_id == 8:
+                _wait_for(lambda: len(_live(client)) == 2, timeout=10)
+            seen[round_id] = len(_live(client))
+
+        check = InvariantChecker(client, 16, n, action=watch)
+        try:
+            result = run_cocoa(backend, backend.problem, tol=1e-9, max_iter=12,
+                               scaling_policy=ScheduledScaling({4: 2}), round_hook=check)
+        finally:
+            backend.close()
+        assert not seen["closable"] & seen["holders"]
+        assert isinstance(adaptive, de.ElasticAdaptive)
+        assert seen[2] == 4 and seen[8] == 2
+        assert [e["n_workers"] for e in result.history][-1] == 2
+        assert not [ev for e in result.history for ev in e["events"]
+                    if ev["event"] == "scale_in" and ev["retired"]]
+        # with the fit over, Adaptive follows Dask's own target again
+        assert elastic_state(client)["fits"] == {}
+
+
+@pytest.mark.parametrize("release", ["auto", True])
+def test_a_client_of_a_bare_scheduler_releases_workers_only_when_told(table, release):
+    with _cluster(2) as cluster, Client(cluster.scheduler_address) as client:
+        assert client.cluster is None
+        result, _ = _numpy_fit(client, table, chunks=8, tol=1e-9, max_iter=6,
+                               scaling_policy=ScheduledScaling({2: 1}),
+                               release_workers=release)
+        assert [e["n_workers"] for e in result.history][-1] == 1
+        if release is True:
+            assert _wait_for(lambda: len(_live(client)) == 1)
+        else:
+            time.sleep(1.0)
+            assert len(_live(client)) == 2
+
+
+def _kill_one_holder(at_round, killed):
+    def action(round_id, backend):
+        if round_id == at_round and not killed:
+            victim = sorted(backend.placement)[0]
+            pids = backend.client.run(os.getpid)
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(victim)
+    return action
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_a_killed_worker_is_replaced_and_the_fit_converges(table, optimum, kind):
+    X = table[0]
+    killed = []
+    fit = _numpy_fit if kind == "numpy" else _dask_fit
+    with _cluster(3) as cluster, Client(cluster) as client:
+        check = InvariantChecker(client, 12, X.shape[0], action=_kill_one_holder(3, killed))
+        result, _ = fit(client, table, tol=1e-6, max_iter=1000, round_hook=check,
+                        **({"chunks": 12} if kind == "numpy" else {"block_rows": 500}))
+    assert killed
+    lost = [ev for e in result.history for ev in e["events"] if ev["event"] == "worker_lost"]
+    assert len(lost) == 1 and lost[0]["lost"] == killed and lost[0]["reread_chunks"]
+    assert result.converged and check.rounds == len(result.history)
+    assert abs(result.objective.primal - optimum) <= 1e-4 * abs(optimum)
+
+
+def test_a_joining_worker_receives_chunks(table):
+    with _cluster(2) as cluster, Client(cluster) as client:
+        def grow(round_id, backend):
+            if round_id == 1:
+                cluster.scale(3)
+                _wait_for(lambda: len(_live(client)) == 3)
+                time.sleep(1.0)   # let the fit's next check see the newcomer
+
+        check = InvariantChecker(client, 12, table[0].shape[0], action=grow)
+        result, _ = _numpy_fit(client, table, chunks=12, tol=1e-9, max_iter=8,
+                               round_hook=check)
+        joins = [ev for e in result.history for ev in e["events"] if ev["event"] == "join"]
+        assert len(joins) == 1 and joins[0]["moves"] >= 3
+        assert result.history[-1]["n_workers"] == 3
+
+
+@pytest.fixture(scope="module")
+def larger_table():
+    """120,000 real flights: enough work per round for round times to tell."""
+    from daskelastic.datasets import load_flights
+
+    X, y, _ = load_flights(n_rows=120000)
+    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
+    return X[:, keep].tocsr(), y
+
+
+def test_a_slow_worker_gets_less_data_and_rounds_get_faster(larger_table):
+    """Must-hold 4: one worker 2× slower throughout; chunk share follows speed."""
+    X = larger_table[0]
+    with _cluster(2) as cluster, Client(cluster) as client, \
+            inject_stragglers(FixedSlowdown([0], 2.0)):
+        common = dict(chunks=24, tol=1e-12, max_iter=20, straggler_policy="wait")
+        uniform, _ = _numpy_fit(client, larger_table, **common)   # no scaling policy
+        check = InvariantChecker(client, 24, X.shape[0])
+        with dask.config.set({"daskelastic.elastic.rebalance": True}):
+            balanced, _ = _numpy_fit(client, larger_table, round_hook=check, **common)
+    assert not [ev for e in uniform.history for ev in e["events"]]
+    moves = [ev for e in balanced.history for ev in e["events"] if ev["event"] == "rebalance"]
+    assert moves and check.rounds == len(balanced.history)
+    last = balanced.history[-1]
+    slow = sorted(last["worker_rows"])[0]     # FixedSlowdown([0]): the first address
+    share = last["worker_rows"][slow] / sum(last["worker_rows"].values())
+    t_uniform = np.median([e["round_seconds"] for e in uniform.history[-10:]])
+    t_balanced = np.median([e["round_seconds"] for e in balanced.history[-10:]])
+    print(f"rebalances {len(moves)}; slow worker's row share {share:.3f} (speed share 1/3); "
+          f"median round {t_uniform:.4f} s uniform, {t_balanced:.4f} s balanced "
+          f"({1 - t_balanced / t_uniform:.0%} faster)")
+    assert 0.2 <= share <= 0.42     # the realised slowdown is ≥ 2× on a loaded machine
+    assert t_balanced < 0.9 * t_uniform

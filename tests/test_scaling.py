@@ -1,0 +1,186 @@
+"""Scaling policies and chunk-move planning: pure decision code, no cluster."""
+
+import math
+import sys
+
+import pytest
+
+from daskelastic.placement import plan_moves, predicted_round_time, workers_to_release
+from daskelastic.scaling import (
+    ConvergenceScalingPolicy,
+    FixedScaling,
+    ScalingPolicy,
+    ScalingRecord,
+    ThroughputTracker,
+    make_scaling_policy,
+)
+
+
+def _feed(policy, rates, n_workers=4, seconds=1.0, start=0, t0=0.0, log_gap=0.0):
+    """Observe one round per entry of ``rates`` (fall of log gap per round)."""
+    decisions = []
+    t = t0
+    for i, fall in enumerate(rates):
+        policy.observe(ScalingRecord(start + i, t, math.exp(log_gap), n_workers))
+        decisions.append(policy.target(n_workers))
+        log_gap -= fall
+        t += seconds
+    return decisions, t, log_gap
+
+
+def test_policy_module_does_not_import_dask():
+    import daskelastic.scaling  # noqa: F401
+
+    assert "daskelastic.scaling" in sys.modules
+    source = open(sys.modules["daskelastic.scaling"].__file__).read()
+    assert "import dask" not in source and "distributed" not in source.split('"""')[2]
+
+
+def test_steady_convergence_keeps_the_workers():
+    policy = ConvergenceScalingPolicy(window=4, warmup=0)
+    decisions, _, _ = _feed(policy, [0.5] * 30)
+    assert all(d.target == 4 for d in decisions)
+
+
+def test_deteriorated_rate_scales_in_by_the_factor():
+    policy = ConvergenceScalingPolicy(window=4, wait_count=2, factor=0.5, warmup=0)
+    decisions, _, _ = _feed(policy, [1.0] * 8 + [0.1] * 8)
+    targets = [d.target for d in decisions]
+    assert 2 in targets
+    first = targets.index(2)
+    assert first >= 8 and all(t == 4 for t in targets[:first])
+    assert decisions[first].reason == "rate deteriorated"
+    assert policy.log and policy.log[-1][1]["to"] == 2
+
+
+def test_hysteresis_ignores_a_single_slow_window():
+    policy = ConvergenceScalingPolicy(window=2, wait_count=3, warmup=0)
+    decisions, _, _ = _feed(policy, [1.0] * 6 + [0.1] + [1.0] * 6)
+    assert all(d.target == 4 for d in decisions)
+
+
+def test_rate_is_per_second_not_per_round():
+    slow_rounds = ConvergenceScalingPolicy(window=3, warmup=0)
+    _feed(slow_rounds, [1.0] * 5, seconds=2.0)
+    fast_rounds = ConvergenceScalingPolicy(window=3, warmup=0)
+    _feed(fast_rounds, [1.0] * 5, seconds=0.5)
+    assert slow_rounds.rate(4) == pytest.approx(0.5)
+    assert fast_rounds.rate(4) == pytest.approx(2.0)
+
+
+def test_never_below_min_workers():
+    policy = ConvergenceScalingPolicy(min_workers=3, window=3, wait_count=1, warmup=0)
+    decisions, _, _ = _feed(policy, [1.0] * 6 + [0.01] * 10)
+    assert min(d.target for d in decisions) == 3
+    at_min = ConvergenceScalingPolicy(min_workers=2, window=3, wait_count=1, warmup=0)
+    decisions, _, _ = _feed(at_min, [1.0] * 6 + [0.01] * 10, n_workers=2)
+    assert all(d.target == 2 for d in decisions)
+
+
+def test_a_new_worker_count_needs_a_fresh_window():
+    policy = ConvergenceScalingPolicy(window=4, wait_count=1, warmup=0)
+    decisions, t, g = _feed(policy, [1.0] * 6 + [0.1] * 6)
+    assert any(d.target == 2 for d in decisions)
+    after, _, _ = _feed(policy, [0.1] * 3, n_workers=2, start=12, t0=t, log_gap=g)
+    assert [d.reason for d in after] == ["warm-up"] * 3
+    assert policy.rate(2) is None
+
+
+def test_warmup_rounds_are_not_measured():
+    policy = ConvergenceScalingPolicy(window=3, warmup=5)
+    decisions, _, _ = _feed(policy, [1.0] * 7)
+    assert [d.reason for d in decisions[:7]].count("warm-up") == 7
+
+
+def test_fixed_scaling_and_factory():
+    assert FixedScaling().target(5).target == 5
+    assert make_scaling_policy(None).name == "fixed"
+    custom = ConvergenceScalingPolicy(window=7)
+    made = make_scaling_policy(custom, min_workers=2)
+    assert made is not custom and made.window == 7 and made.min_workers == 2
+    assert custom.min_workers == 1
+    with pytest.raises(ValueError, match="scaling_policy"):
+        make_scaling_policy("sometimes")
+    with pytest.raises(ValueError, match="min_workers"):
+        ScalingPolicy(min_workers=0)
+    with pytest.raises(ValueError, match="threshold"):
+        ConvergenceScalingPolicy(threshold=1.5)
+
+
+def test_throughput_is_the_median_of_recent_rounds():
+    t = ThroughputTracker(window=3)
+    for seconds in (1.0, 2.0, 1.0, 1.0):
+        t.observe({"a": (100, seconds), "b": (100, 2 * seconds), "idle": (0, 0.0)})
+    assert t.speeds(["a", "b"]) == {"a": 100.0, "b": 50.0}
+    assert t.n_measured("a") == 3 and t.n_measured("idle") == 0
+    t.forget(["b"])
+    assert t.speeds(["a", "b"])["b"] == 100.0
+
+
+def test_release_slowest_then_least_data():
+    speeds = {"a": 2.0, "b": 1.0, "c": 1.0, "d": 3.0}
+    rows = {"a": 100, "b": 100, "c": 50, "d": 100}
+    assert workers_to_release(1, speeds, rows) == ["c"]
+    assert workers_to_release(3, speeds, rows) == ["c", "b", "a"]
+
+
+def test_plan_moves_evacuates_released_workers_in_proportion_to_speed():
+    placement = {"a": [0, 1, 2], "b": [3, 4, 5], "c": [6, 7, 8], "d": [9, 10, 11]}
+    sizes = dict.fromkeys(range(12), 10)
+    new, moves = plan_moves(placement, sizes, {"a": 1.0, "b": 2.0})
+    assert sorted(c for cids in new.values() for c in cids) == list(range(12))
+    assert len(new["a"]) == 4 and len(new["b"]) == 8
+    assert {src for _, src, _ in moves} <= {"a", "c", "d"}
+    assert all(dst in ("a", "b") for _, _, dst in moves)
+
+
+def test_plan_moves_leaves_a_balanced_placement_alone():
+    placement = {"a": [0, 1], "b": [2, 3]}
+    new, moves = plan_moves(placement, dict.fromkeys(range(4), 10), {"a": 1.0, "b": 1.0})
+    assert moves == [] and new == placement
+
+
+def test_plan_moves_gives_a_joining_worker_its_share():
+    placement = {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}
+    sizes = dict.fromkeys(range(8), 10)
+    speeds = {"a": 1.0, "b": 1.0, "new": 1.0}
+    new, moves = plan_moves(placement, sizes, speeds, keep=["a", "b", "new"])
+    assert len(new["new"]) in (2, 3) and all(dst == "new" for _, _, dst in moves)
+    before = predicted_round_time(placement, sizes, speeds)
+    assert predicted_round_time(new, sizes, speeds) < before
+
+
+def test_estimators_validate_the_elastic_parameters():
+    import numpy as np
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    import daskelastic as de
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(InvalidParameterError, match="scaling_policy"):
+        de.LogisticRegression(scaling_policy="sometimes", backend="inprocess").fit(X, y)
+    with pytest.raises(InvalidParameterError, match="release_workers"):
+        de.Ridge(release_workers="later", backend="inprocess").fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="needs a Dask backend"):
+        de.LinearSVC(scaling_policy="convergence", backend="inprocess").fit(X, y)
+    fitted = de.LogisticRegression(backend="inprocess").fit(X, y)
+    assert all(e["events"] == [] for e in fitted.history_)
+
+
+def test_a_scale_in_that_helped_is_followed_by_another():
+    policy = ConvergenceScalingPolicy(window=3, wait_count=1, warmup=0, improvement=1.5)
+    decisions, t, g = _feed(policy, [1.0] * 5 + [0.1] * 4)
+    assert decisions[-1].target == 2 or any(d.target == 2 for d in decisions)
+    # on 2 workers log(gap) falls three times faster per second than the best on 4
+    after, _, _ = _feed(policy, [3.0] * 4, n_workers=2, start=9, t0=t, log_gap=g)
+    reasons = [d.reason for d in after]
+    assert reasons[:2] == ["warm-up", "warm-up"]
+    assert after[2].reason == "scale-in helped" and after[2].target == 1
+
+
+def test_a_scale_in_that_did_not_help_waits_for_a_deterioration():
+    policy = ConvergenceScalingPolicy(window=3, wait_count=1, warmup=0, improvement=1.5)
+    decisions, t, g = _feed(policy, [1.0] * 5 + [0.1] * 4)
+    after, _, _ = _feed(policy, [1.0] * 6, n_workers=2, start=9, t0=t, log_gap=g)
+    assert all(d.target == 2 for d in after)
