@@ -123,17 +123,24 @@ def verdicts(medians, log):
     def m(s, p):
         return medians.get((s, p))
 
+    def best_static(scenario):
+        """The fastest ``backup b=…`` of a scenario and its median, or (None, None)."""
+        statics = {p: m(scenario, p) for p, _ in POLICIES if p.startswith("backup")}
+        statics = {p: v for p, v in statics.items() if v}
+        if not statics:
+            return None, None
+        best = min(statics, key=statics.get)
+        return best, statics[best]
+
     log("\nTargets (issue 4):")
     for p in ("dynamic", "preempt"):
         w, x = m("random4x", "wait"), m("random4x", p)
         if w and x:
             log(f"  random4x: {p} is {w / x:.2f}× faster than wait (target ≥ 1.5×): "
                 f"{'met' if w / x >= 1.5 else 'NOT met'}")
-    statics = {p: m("random4x", p) for p, _ in POLICIES if p.startswith("backup")}
-    statics = {p: v for p, v in statics.items() if v}
-    if statics and m("random4x", "dynamic"):
-        best = min(statics, key=statics.get)
-        r = m("random4x", "dynamic") / statics[best]
+    best, best_s = best_static("random4x")
+    if best and m("random4x", "dynamic"):
+        r = m("random4x", "dynamic") / best_s
         log(f"  random4x: dynamic / best static ({best}) = {r:.2f} (target ≤ 1.10): "
             f"{'met' if r <= 1.10 else 'NOT met'}")
     w = m("none", "wait")
@@ -142,11 +149,9 @@ def verdicts(medians, log):
         if w and x:
             log(f"  none: {p} takes {x / w:.2f}× wait's time (target ≤ 1.10): "
                 f"{'met' if x / w <= 1.10 else 'NOT met'}")
-    statics = {p: m("heavy-tail", p) for p, _ in POLICIES if p.startswith("backup")}
-    statics = {p: v for p, v in statics.items() if v}
-    if statics and m("heavy-tail", "preempt"):
-        best = min(statics, key=statics.get)
-        r = statics[best] / m("heavy-tail", "preempt")
+    best, best_s = best_static("heavy-tail")
+    if best and m("heavy-tail", "preempt"):
+        r = best_s / m("heavy-tail", "preempt")
         log(f"  heavy-tail: preempt is {r:.2f}× the speed of the best static backup "
             f"({best}): {'beats it' if r > 1 else 'does NOT beat it'}")
 

@@ -323,7 +323,7 @@ class DynamicBackupPolicy(StragglerPolicy):
         self._falls.append((prev.n_backup, math.log(prev.gap) - math.log(record.gap)))
         self._tries[prev.n_backup] = self._tries.get(prev.n_backup, 0) + 1
 
-    def progress_estimates(self, n_workers, top):
+    def progress_estimates(self, n_workers, top, beta=None):
         """``{b: estimated log-gap fall per round}`` for ``b`` in ``0 … top``.
 
         Parameters
@@ -332,6 +332,9 @@ class DynamicBackupPolicy(StragglerPolicy):
             ``K``.
         top : int
             The largest ``b`` considered.
+        beta : float, optional
+            The model's exponent, when the caller has it
+            (:meth:`progress_exponent` by default).
 
         Returns
         -------
@@ -340,7 +343,7 @@ class DynamicBackupPolicy(StragglerPolicy):
             ``progress_window`` rounds, the scaled model for the others.
         """
         K = n_workers
-        beta = self.progress_exponent()
+        beta = self.progress_exponent() if beta is None else beta
         model = {b: ((K - b) / K) ** beta for b in range(top + 1)}
         seen = {}
         for b, fall in self._falls:
@@ -371,7 +374,8 @@ class DynamicBackupPolicy(StragglerPolicy):
         order_stats = times.mean(axis=0)           # E[t_(j)], j = 1 … K
         overhead = float(np.mean([_overhead(r) for r in usable]))
         top = K - 1 if self.max_backup is None else min(self.max_backup, K - 1)
-        progress = self.progress_estimates(K, top)
+        beta = self.progress_exponent()
+        progress = self.progress_estimates(K, top, beta)
         rates = {}
         for b in range(top + 1):
             seconds = order_stats[K - b - 1] + overhead
@@ -387,7 +391,7 @@ class DynamicBackupPolicy(StragglerPolicy):
                 self._since_explore = 0
         estimate = {"rates": {b: float(v) for b, v in rates.items()},
                     "progress": {b: float(v) for b, v in progress.items()},
-                    "beta": self.progress_exponent(), "best": best, "explore": explored,
+                    "beta": beta, "best": best, "explore": explored,
                     "round_seconds": float(order_stats[K - chosen - 1] + overhead)}
         return RoundPlan(wait_for=K - chosen, late="drop", n_backup=chosen,
                          max_used=K - chosen, estimate=estimate)
