@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,7 +73,16 @@ def run_one(client, X, y, policy, kwargs, scenario, seed, tol, max_iter):
             "n_preempted": sum(e["n_preempted"] for e in h),
             "mean_backup": statistics.fmean(e["n_backup"] for e in h[:-1]) if len(h) > 1
             else 0.0,
-            "median_round": statistics.median(e["round_seconds"] for e in h)}
+            "median_round": statistics.median(e["round_seconds"] for e in h),
+            "b_counts": dict(sorted(Counter(e["n_backup"] for e in h).items())),
+            "median_cut_share": _median_cut_share(h)}
+
+
+def _median_cut_share(history):
+    """Median, over rounds with a cut, of the cut time as a share of the round time."""
+    shares = [e["cut"] / e["round_seconds"] for e in history
+              if e.get("cut") is not None and e["round_seconds"] > 0]
+    return statistics.median(shares) if shares else None
 
 
 def summarise(runs, log):
@@ -186,12 +196,17 @@ def plot(results, path, title):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--rows", type=int, default=100_000,
+                    help="first rows of the flights table; 0 for all 327,346")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--max-iter", type=int, default=3000)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--quick", action="store_true", help="30,000 rows, one repeat")
+    ap.add_argument("--name", default=None, help="results file name (default by mode)")
+    ap.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=SCENARIOS)
+    ap.add_argument("--only", nargs="+", default=None, metavar="POLICY",
+                    help='run only these policies, e.g. --only wait "backup b=1" preempt')
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.repeats = 30_000, 1
@@ -200,7 +215,7 @@ def main(argv=None):
 
     from daskelastic.datasets import load_flights
 
-    X, y, _ = load_flights(n_rows=args.rows)
+    X, y, _ = load_flights(n_rows=args.rows or None)
     env = environment()
     log(f"bench_stragglers: flights {X.shape[0]:,} × {X.shape[1]:,} (nnz {X.nnz:,}), "
         f"logistic C=1, tol={args.tol:g}, LocalCluster {args.workers} × 1 thread, "
@@ -211,15 +226,18 @@ def main(argv=None):
     try:
         run_one(client, X[:5000], y[:5000], "wait", {}, "none", 0, 1e-2, 50)  # warm-up
         for rep in range(args.repeats):
-            for scenario in SCENARIOS:
+            for scenario in args.scenarios:
                 for policy, kw in POLICIES:
+                    if args.only and policy not in args.only:
+                        continue
                     r = run_one(client, X, y, policy, kw, scenario, rep, args.tol,
                                 args.max_iter)
                     runs.append(r)
                     secs = "—" if r["loop_seconds"] is None else f"{r['loop_seconds']:.2f}"
                     log(f"  [{rep}] {scenario:<10} {policy:<11} {secs} s, "
                         f"{r['rounds']} rounds, gap {r['gap']:.1e}, "
-                        f"dropped {r['n_dropped']}, preempted {r['n_preempted']}")
+                        f"dropped {r['n_dropped']}, preempted {r['n_preempted']}, "
+                        f"b chosen {r['b_counts']}")
     finally:
         client.close()
         cluster.close()
@@ -228,7 +246,7 @@ def main(argv=None):
     verdicts(medians, log)
     results = {"env": env, "args": vars(args), "runs": runs,
                "medians": {f"{s}|{p}": v for (s, p), v in medians.items()}}
-    name = "bench_stragglers" + ("_quick" if args.quick else "")
+    name = args.name or ("bench_stragglers" + ("_quick" if args.quick else ""))
     write_results(name, results, csv_rows, log, plot,
                   f"Straggler policies, flights {X.shape[0]:,} rows, "
                   f"{args.workers} workers, tol {args.tol:g}")

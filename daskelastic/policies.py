@@ -10,8 +10,9 @@ backend.
 A plan says
 
 - how many results end the wait (``wait_for``), optionally stretched by a
-  ``slack`` (cut at ``(1 + slack)`` times the arrival of the ``wait_for``-th
-  result) and bounded by a ``deadline``;
+  ``slack`` (cut once a further ``slack`` times the compute seconds of the
+  ``wait_for``-th result have passed after its arrival) and bounded by a
+  ``deadline``;
 - what happens to the results not in at the cut (``late``): ``"drop"`` — the
   workers are told to stop and their work is discarded, their chunks keep
   their ``α`` — or ``"preempt"`` — the workers are told to stop and the
@@ -56,7 +57,10 @@ class RoundPlan:
     late : {"drop", "preempt"}
         What happens to the results not in at the cut.
     slack : float
-        Cut at ``(1 + slack) ×`` the arrival time of the ``wait_for``-th result.
+        Cut ``slack ×`` the compute seconds of the ``wait_for``-th result after
+        its arrival.  A share of the compute time, not of the arrival time:
+        the arrival includes the round's fixed costs (sending ``w``,
+        scheduling, returning ``Δw``), which waiting longer does not buy.
     deadline : float or None
         Cut at the latest this many seconds after the round started.
     n_backup : int
@@ -427,7 +431,8 @@ class PreemptPolicy(StragglerPolicy):
     """Preemption with partial work: stop the stragglers, keep what they did.
 
     The round is cut once a ``fraction`` of the workers have returned and a
-    further ``slack`` of that time has passed, or at a ``deadline`` of
+    further ``slack`` of their compute time has passed (a worker that is
+    only a little slower than the others still finishes), or at a ``deadline`` of
     ``deadline_factor`` times the median recent round time, whichever comes
     first.  The workers still running are told to stop; they stop at their
     next check of the stop flag (every 1,024 coordinate steps) and their
@@ -440,7 +445,8 @@ class PreemptPolicy(StragglerPolicy):
     fraction : float
         Share of the workers whose results start the countdown, in (0, 1].
     slack : float
-        The cut comes at ``(1 + slack) ×`` the time the ``fraction`` was in.
+        The cut comes ``slack ×`` the compute seconds of the ``fraction``-th
+        result after its arrival.
     deadline_factor : float or None
         Cut at the latest at this many times the median per-worker round time
         of the last ``window`` rounds; None for no deadline.

@@ -121,9 +121,11 @@ def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sig
             results[k] = r
             arrival[k] = t
         if len(results) >= wait_for and required <= set(results):
-            t_q = sorted(arrival.values())[wait_for - 1]
-            cut = max(t_q * (1.0 + plan.slack), max((arrival[k] for k in required),
-                                                      default=0.0))
+            # the wait_for-th result: the slack is a share of its *compute* time,
+            # not of its arrival, which includes the round's fixed costs
+            k_q = sorted(results, key=lambda k: (arrival[k], results[k].seconds))[wait_for - 1]
+            cut = max(arrival[k_q] + plan.slack * results[k_q].seconds,
+                      max((arrival[k] for k in required), default=0.0))
             cut_at = cut if cut_at is None else min(cut_at, cut)
     on_time = set(results)
     late = [k for k in workers if k not in on_time]
