@@ -51,16 +51,29 @@ class WorkersLost(RuntimeError):
 class Problem:
     """What the workers need to know about the optimisation problem.
 
-    Attributes
+    Parameters
     ----------
     loss : int
-        Loss code (``daskelastic.losses.LOSSES``).
+        Loss code (``daskelastic.losses.LOSSES``, see
+        :func:`daskelastic.losses.loss_code`).
     lam : float
-        ``λ = 1 / (C n)``.
+        ``λ = 1 / (C n)`` (see :func:`daskelastic.objective.lambda_from_C`).
     n_samples, n_features, n_targets : int
         ``n``, ``d`` and ``m`` (one-vs-rest classes or regression targets).
     intercept_scaling : float
         Value of the constant intercept feature, ``0`` without intercept.
+
+    Examples
+    --------
+    >>> from daskelastic.driver import Problem
+    >>> from daskelastic.losses import loss_code
+    >>> from daskelastic.objective import lambda_from_C
+    >>> problem = Problem(loss=loss_code("logistic"), lam=lambda_from_C(1.0, 1000),
+    ...                   n_samples=1000, n_features=4, n_targets=1, intercept_scaling=1.0)
+    >>> problem.inv_lam_n
+    1.0
+    >>> problem.zeros().shape
+    (5, 1)
     """
 
     loss: int
@@ -76,7 +89,13 @@ class Problem:
         return 1.0 / (self.lam * self.n_samples)
 
     def zeros(self):
-        """A zero weight array of shape ``(d + 1, m)``."""
+        """A zero weight array, the starting point of a fit.
+
+        Returns
+        -------
+        ndarray of shape (d + 1, m)
+            Zeros; the last row is the intercept coefficient.
+        """
         return np.zeros((self.n_features + 1, self.n_targets))
 
 
@@ -92,6 +111,36 @@ class Backend:
     the time those calls are measured in.  :meth:`settle` sends settlements
     without starting a round.  A settlement is ``(round_id, gamma)``: commit
     ``γ·Δα`` of that round, or discard it when ``gamma`` is ``None``.
+
+    This is a base class; the backends are ``InProcessBackend`` (workers in
+    this process, ``daskelastic.backends.inprocess``), ``DaskBackend``
+    (``daskelastic.backends.dask``) and
+    :class:`~daskelastic.backends.simulated.SimulatedBackend`.
+
+    Examples
+    --------
+    Two workers in this process, one round, its work committed:
+
+    >>> import numpy as np
+    >>> from daskelastic.backends import InProcessBackend
+    >>> from daskelastic.driver import Problem
+    >>> from daskelastic.placement import make_chunks, split_rows
+    >>> X = np.random.default_rng(0).normal(size=(400, 3))
+    >>> Y = np.sign(X[:, :1])
+    >>> problem = Problem(loss=2, lam=1e-2, n_samples=400, n_features=3, n_targets=1,
+    ...                   intercept_scaling=0.0)
+    >>> chunks = make_chunks(X, Y, np.ones(400), split_rows(400, n_chunks=4))
+    >>> backend = InProcessBackend(problem, chunks, n_workers=2)
+    >>> backend.workers()
+    ['local-0', 'local-1']
+    >>> results = backend.run_round(0, problem.zeros(), {}, inv_lam_n=problem.inv_lam_n,
+    ...                             sigma=2.0, steps=None, seed=0)
+    >>> {worker: r.steps for worker, r in results.items()}
+    {'local-0': 200, 'local-1': 200}
+    >>> backend.settle({worker: (0, 1.0) for worker in results})
+    >>> w = sum(r.dw for r in results.values())
+    >>> bool(np.allclose(backend.alpha_sum() * problem.inv_lam_n, w))
+    True
     """
 
     def workers(self):
@@ -100,29 +149,88 @@ class Backend:
 
     def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
                     slowdowns=None):
-        """Start one round on every worker (``slowdowns``: ``{worker: factor}``)."""
+        """Start one round on every worker holding chunks.
+
+        Parameters
+        ----------
+        round_id : int
+            Id of the round; results and settlements refer to it.
+        w : ndarray of shape (d + 1, m)
+            The round-start iterate, from which the workers compute margins.
+        settlements : dict
+            ``{worker: (round_id, gamma or None)}``: what becomes of each
+            worker's previous round, applied before this one starts.
+        inv_lam_n : float
+            ``1 / (λ n)`` of the problem the workers' dual state belongs to
+            (with acceleration, ``λ`` includes the proximal weight ``κ``).
+        sigma : float
+            Subproblem parameter ``σ′``.
+        steps : int or None
+            Coordinate steps per worker; None: one pass over its rows.
+        seed : int
+            Seed of the visiting orders (drawn with the round id).
+        slowdowns : dict, optional
+            ``{worker: factor}``: make workers stragglers on purpose (see
+            :mod:`daskelastic.testing`).
+        """
         raise NotImplementedError
 
     def wait_results(self, timeout=None):
         """Wait up to ``timeout`` seconds for more results of the running round.
 
-        Returns ``{worker: LocalResult}`` of the results that arrived since the
-        last call: at least one, unless the timeout passed first (then maybe
-        none).  ``timeout=None`` waits without limit.
+        Parameters
+        ----------
+        timeout : float or None
+            Seconds on :meth:`clock` to wait at most; None waits without limit.
+
+        Returns
+        -------
+        dict
+            ``{worker: LocalResult}`` of the results that arrived since the
+            last call: at least one, unless the timeout passed first (then
+            maybe none).
         """
         raise NotImplementedError
 
     def stop_round(self, round_id, workers):
-        """Ask ``workers`` to stop round ``round_id`` at their next flag check."""
+        """Ask ``workers`` to stop round ``round_id`` at their next flag check.
+
+        Parameters
+        ----------
+        round_id : int
+            The running round.
+        workers : iterable
+            Ids of the workers to stop; they still return a result.
+        """
         raise NotImplementedError
 
     def clock(self):
-        """Seconds on the clock rounds are timed with."""
+        """Seconds on the clock rounds are timed with.
+
+        Returns
+        -------
+        float
+            The time now; by default ``time.perf_counter()``.
+        """
         return time.perf_counter()
 
     def run_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
                   slowdowns=None):
-        """Run one round on every worker to the end; return ``{worker: LocalResult}``."""
+        """Run one round on every worker to the end.
+
+        Calls :meth:`start_round`, then :meth:`wait_results` until every
+        worker's result is in.
+
+        Parameters
+        ----------
+        round_id, w, settlements, inv_lam_n, sigma, steps, seed, slowdowns : object
+            As in :meth:`start_round`.
+
+        Returns
+        -------
+        dict
+            ``{worker: LocalResult}`` of every worker.
+        """
         self.start_round(round_id, w, settlements, inv_lam_n=inv_lam_n, sigma=sigma,
                          steps=steps, seed=seed, slowdowns=slowdowns)
         expected = len(self.workers())
@@ -139,8 +247,18 @@ class Backend:
         """Called before each round, ahead of :meth:`workers`.
 
         A backend may apply the settlements here and change its worker set
-        (a simulated cluster moves the chunks of departing workers); it
-        returns the settlements still to be sent with the next round.
+        (a simulated cluster moves the chunks of departing workers).
+
+        Parameters
+        ----------
+        settlements : dict
+            ``{worker: (round_id, gamma or None)}`` of the last round.
+
+        Returns
+        -------
+        dict
+            The settlements still to be sent with the next round; this base
+            implementation returns ``settlements`` unchanged.
         """
         return settlements
 
@@ -149,7 +267,14 @@ class Backend:
         return None
 
     def settle(self, settlements):
-        """Apply settlements ``{worker: (round_id, gamma or None)}``."""
+        """Apply settlements without starting a round.
+
+        Parameters
+        ----------
+        settlements : dict
+            ``{worker: (round_id, gamma or None)}``: commit ``γ·Δα`` of the
+            worker's round ``round_id``, or discard it when ``gamma`` is None.
+        """
         raise NotImplementedError
 
     def alpha_sum(self):
@@ -157,7 +282,14 @@ class Backend:
         raise NotImplementedError
 
     def describe(self):
-        """``{worker: {"chunks": [...], "rows": n}}`` for the history and monitoring."""
+        """What each worker holds, for the history and monitoring.
+
+        Returns
+        -------
+        dict
+            ``{worker: {"chunks": [...], "rows": n}}`` (a backend may add
+            keys); this base implementation returns an empty dict.
+        """
         return {}
 
     def close(self):
@@ -221,6 +353,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     backend : Backend
         Workers holding the chunks of ``problem``.
     problem : Problem
+        Loss, ``λ``, sizes and intercept scaling of the problem.
     tol : float
         Stop when ``(P − D) / |P| ≤ tol``.
     max_iter : int
@@ -281,6 +414,31 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         stragglers were stopped, or None), ``round_seconds``, ``policy``,
         ``policy_estimate`` and ``cost`` (:meth:`Backend.cost`: money spent on
         workers so far, None on backends without prices).
+
+    Examples
+    --------
+    Logistic regression on two workers in this process:
+
+    >>> import numpy as np
+    >>> from daskelastic.backends import InProcessBackend
+    >>> from daskelastic.driver import Problem, run_cocoa
+    >>> from daskelastic.losses import loss_code
+    >>> from daskelastic.objective import lambda_from_C
+    >>> from daskelastic.placement import make_chunks, split_rows
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(1000, 4))
+    >>> Y = np.where(X[:, :1] + 0.5 * rng.normal(size=(1000, 1)) > 0, 1.0, -1.0)
+    >>> problem = Problem(loss=loss_code("logistic"), lam=lambda_from_C(1.0, 1000),
+    ...                   n_samples=1000, n_features=4, n_targets=1, intercept_scaling=1.0)
+    >>> chunks = make_chunks(X, Y, np.ones(1000), split_rows(1000, n_chunks=4))
+    >>> result = run_cocoa(InProcessBackend(problem, chunks, n_workers=2), problem,
+    ...                    tol=1e-6)
+    >>> result.converged, result.w.shape
+    (True, (5, 1))
+    >>> bool(result.objective.relative_gap <= 1e-6)
+    True
+    >>> result.history[-1]["duality_gap"] == result.objective.relative_gap
+    True
     """
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")

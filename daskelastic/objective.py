@@ -47,6 +47,7 @@ def lambda_from_C(C, n_samples):
     Returns
     -------
     float
+        ``λ``, the weight of ``½‖w‖²`` in the primal divided by ``C n``.
 
     Examples
     --------
@@ -63,7 +64,7 @@ def lambda_from_C(C, n_samples):
 class Objective:
     """Primal and dual values of an iterate and its duality gap.
 
-    Attributes
+    Parameters
     ----------
     primal, dual : float
         ``P(w)`` and ``D(α)`` of the normalised problem (see module docs).
@@ -71,6 +72,13 @@ class Objective:
         ``P(w) − D(α)``, an upper bound on ``P(w) − P(w*)``.
     relative_gap : float
         ``gap / |P(w)|``: the quantity compared with ``tol``.
+
+    Examples
+    --------
+    >>> from daskelastic.objective import Objective
+    >>> obj = Objective(primal=0.5, dual=0.49, gap=0.01, relative_gap=0.02)
+    >>> obj.relative_gap <= 1e-1
+    True
     """
 
     primal: float

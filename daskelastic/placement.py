@@ -50,16 +50,27 @@ def split_rows(n_rows, n_chunks=None, chunk_rows=None):
     Parameters
     ----------
     n_rows : int
+        Number of rows to split.
     n_chunks : int, optional
-        Number of chunks (ignored when ``chunk_rows`` is given).
+        Number of chunks (ignored when ``chunk_rows`` is given); one when
+        omitted, and at most ``n_rows``.  The first ``n_rows % n_chunks``
+        chunks have one row more than the others, as in
+        ``numpy.array_split``.
     chunk_rows : int, optional
         Rows per chunk (the last may be shorter).
+
+    Returns
+    -------
+    list of (int, int)
+        Consecutive ``(start, stop)`` bounds covering ``range(n_rows)``.
 
     Examples
     --------
     >>> from daskelastic.placement import split_rows
     >>> split_rows(10, n_chunks=3)
     [(0, 4), (4, 7), (7, 10)]
+    >>> split_rows(10, chunk_rows=4)
+    [(0, 4), (4, 8), (8, 10)]
     """
     if chunk_rows is not None:
         if chunk_rows < 1:
@@ -178,8 +189,10 @@ def workers_to_release(n_release, speeds, rows):
     Parameters
     ----------
     n_release : int
+        How many workers to let go; none when ``≤ 0``, at most all of
+        ``speeds``.
     speeds : dict
-        ``worker → measured throughput``.
+        ``worker → measured throughput`` of the candidate workers.
     rows : dict
         ``worker → rows held``.
 
@@ -200,6 +213,22 @@ def workers_to_release(n_release, speeds, rows):
 
 def predicted_round_time(placement, chunk_sizes, speeds):
     """``max over workers of rows / speed``: the round time a placement predicts.
+
+    Parameters
+    ----------
+    placement : dict
+        ``worker → list of chunk ids``.
+    chunk_sizes : dict
+        ``chunk_id → rows``.
+    speeds : dict
+        ``worker → throughput`` (coordinate steps, i.e. rows of a pass, per
+        second) of every worker of ``placement`` that holds chunks.
+
+    Returns
+    -------
+    float
+        The largest ``rows / speed`` (seconds of the slowest worker);
+        ``0.0`` when no worker holds a chunk.
 
     Examples
     --------
@@ -239,6 +268,7 @@ def plan_moves(placement, chunk_sizes, speeds, keep=None):
     new_placement : dict
         ``worker → sorted list of chunk ids`` over ``keep``.
     moves : list of (chunk_id, source, destination)
+        The chunks that change worker, sorted by chunk id.
 
     Examples
     --------

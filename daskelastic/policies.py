@@ -76,6 +76,13 @@ class RoundPlan:
         persistently slow worker's rows would never be updated again and the
         fit would stall short of the optimum (unlike SGD workers, CoCoA+
         workers own their rows).  None turns the guard off.
+
+    Examples
+    --------
+    >>> from daskelastic.policies import RoundPlan
+    >>> plan = RoundPlan(wait_for=3, n_backup=1, max_used=3)
+    >>> plan.late, plan.slack, plan.max_drops
+    ('drop', 0.0, 3)
     """
 
     wait_for: int
@@ -114,6 +121,18 @@ class RoundRecord:
         Relative duality gap of the round-start iterate.
     n_backup : int
         ``b`` of the plan.
+
+    Examples
+    --------
+    Worker ``"b"``, holding three quarters of the rows, was dropped:
+
+    >>> from daskelastic.policies import RoundRecord
+    >>> record = RoundRecord(round_id=0, arrival={"a": 1.0, "b": 3.0},
+    ...                      full_time={"a": 1.0, "b": 3.0}, used={"a": 1.0, "b": 0.0},
+    ...                      rows={"a": 100, "b": 300}, cut=1.0, duration=1.1, gap=0.05,
+    ...                      n_backup=1)
+    >>> record.fraction_updated
+    0.25
     """
 
     round_id: int
@@ -145,6 +164,22 @@ class StragglerPolicy:
     ----------
     window : int
         Rounds of history kept for estimates.
+
+    Examples
+    --------
+    A policy that waits for half of the workers and keeps the partial work
+    of the others:
+
+    >>> from daskelastic.policies import RoundPlan, StragglerPolicy
+    >>> class HalfPolicy(StragglerPolicy):
+    ...     name = "half"
+    ...     def plan(self, n_workers):
+    ...         return RoundPlan(wait_for=max(n_workers // 2, 1), late="preempt")
+    >>> policy = HalfPolicy(window=5)
+    >>> policy.plan(8).wait_for
+    4
+    >>> policy
+    HalfPolicy(window=5)
     """
 
     name = "policy"

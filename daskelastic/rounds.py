@@ -41,6 +41,24 @@ class RoundOutcome:
         Seconds after the start when the late workers were told to stop.
     start : float
         The backend clock at the round's start.
+
+    Examples
+    --------
+    Worker ``"b"`` was stopped after a quarter of its budget and its
+    partial work added (see :func:`run_planned_round` for one made by a
+    round):
+
+    >>> import numpy as np
+    >>> from daskelastic.rounds import RoundOutcome
+    >>> from daskelastic.solvers import LocalResult
+    >>> dw = np.zeros((4, 1))
+    >>> results = {"a": LocalResult(dw, 100, (0.0, 0.0, 0.0), 100, 1.0, False, 100),
+    ...            "b": LocalResult(dw, 25, (0.0, 0.0, 0.0), 100, 0.3, True, 100)}
+    >>> outcome = RoundOutcome(results, used={"a", "b"}, dropped=set(), preempted={"b"},
+    ...                        arrival={"a": 1.0, "b": 1.3}, full_time={"a": 1.0, "b": 4.3},
+    ...                        cut=1.2, start=0.0)
+    >>> outcome.used_fraction()
+    {'a': 1.0, 'b': 0.25}
     """
 
     results: dict
@@ -101,6 +119,35 @@ def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sig
     (results that arrived together take turns) are added, and the rest
     dropped: adding more results than the subproblems' ``σ′`` was sized for
     would not be safe.
+
+    Examples
+    --------
+    On a simulated cluster of three workers, one ten times slower; the
+    preempt policy stops it once the others are in (plus a slack) and adds
+    the quarter of its budget it did:
+
+    >>> import numpy as np
+    >>> from daskelastic.backends.simulated import ClusterModel, SimulatedBackend
+    >>> from daskelastic.driver import Problem
+    >>> from daskelastic.placement import make_chunks, split_rows
+    >>> from daskelastic.policies import PreemptPolicy
+    >>> from daskelastic.rounds import run_planned_round
+    >>> from daskelastic.testing import FixedSlowdown
+    >>> X = np.random.default_rng(0).normal(size=(600, 4))
+    >>> Y = np.sign(X[:, :1])
+    >>> problem = Problem(loss=2, lam=1e-3, n_samples=600, n_features=4, n_targets=1,
+    ...                   intercept_scaling=1.0)
+    >>> chunks = make_chunks(X, Y, np.ones(600), split_rows(600, n_chunks=6))
+    >>> model = ClusterModel(n_workers=3, seconds_per_nnz=1e-8, stop_check_every=50,
+    ...                      stragglers=FixedSlowdown([2], factor=10.0))
+    >>> backend = SimulatedBackend(problem, chunks, model)
+    >>> outcome = run_planned_round(backend, PreemptPolicy().plan(3), 0, problem.zeros(),
+    ...                             {}, inv_lam_n=problem.inv_lam_n, sigma=3.0,
+    ...                             steps=None, seed=0)
+    >>> sorted(outcome.used), outcome.preempted, outcome.dropped
+    (['sim-00000', 'sim-00001', 'sim-00002'], {'sim-00002'}, set())
+    >>> outcome.used_fraction()
+    {'sim-00000': 1.0, 'sim-00001': 1.0, 'sim-00002': 0.25}
     """
     workers = list(backend.workers())
     K = len(workers)

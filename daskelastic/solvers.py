@@ -240,16 +240,18 @@ def gap_sums_chunk(X, Y, sample_weight, alpha, w, *, loss, intercept_scaling,
 class LocalResult:
     """What one worker's local solver sends back after a round.
 
-    Attributes
+    Made by :meth:`ChunkSolver.solve`.  Every parameter is kept as an
+    attribute of the same name, except ``sums``, which is split into
+    ``loss_sum``, ``dual_sum`` and ``alpha_z_sum``.
+
+    Parameters
     ----------
     dw : ndarray of shape (d + 1, m)
         ``Σ Δα_i x_i / (λ n)`` over the worker's visited samples.
     steps : int
         Coordinate steps done.
-    loss_sum, dual_sum, alpha_z_sum : float
-        ``Σ c_i ℓ_i(x_i·w)``, ``Σ -(c_i ℓ_i)*(-α_i)`` and ``Σ α_i x_i·w`` over
-        every sample the worker holds, at the round-start ``w`` and committed
-        ``α``.
+    sums : sequence of 3 float
+        The loss, dual and ``α·x·w`` sums (see the attributes).
     n_rows : int
         Rows the worker holds.
     seconds : float
@@ -260,6 +262,24 @@ class LocalResult:
         Coordinate steps the round was given.
     stop_latency : float or None
         Seconds from the stop request to the solver's return (stopped rounds).
+
+    Attributes
+    ----------
+    loss_sum, dual_sum, alpha_z_sum : float
+        ``Σ c_i ℓ_i(x_i·w)``, ``Σ -(c_i ℓ_i)*(-α_i)`` and ``Σ α_i x_i·w`` over
+        every sample the worker holds, at the round-start ``w`` and committed
+        ``α``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.solvers import LocalResult
+    >>> result = LocalResult(np.zeros((4, 1)), steps=50, sums=(69.3, 0.0, 0.0),
+    ...                      n_rows=100, seconds=0.002, stopped=True, budget=100)
+    >>> result
+    LocalResult(steps=50/100, n_rows=100, seconds=0.0020, stopped=True)
+    >>> result.loss_sum
+    69.3
     """
 
     __slots__ = ("dw", "steps", "loss_sum", "dual_sum", "alpha_z_sum", "n_rows",
@@ -322,6 +342,26 @@ class ChunkSolver:
         Value of the constant intercept feature; ``0`` for no intercept.
     seed : int
         Seed of the packing order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.solvers import ChunkSolver
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> Y = np.sign(X[:, :1])
+    >>> solver = ChunkSolver(loss=0, n_targets=1, intercept_scaling=1.0)  # logistic
+    >>> solver.add_chunk(0, X[:60], Y[:60], np.ones(60))
+    >>> solver.add_chunk(1, X[60:], Y[60:], np.ones(40))
+    >>> solver.chunk_ids, solver.n_rows
+    ([0, 1], 100)
+    >>> result = solver.solve(np.zeros((4, 1)), round_id=0, inv_lam_n=1.0, sigma=1.0)
+    >>> result.steps, result.stopped
+    (100, False)
+    >>> round(result.loss_sum, 4)   # 100 log 2: every margin is 0 at w = 0
+    69.3147
+    >>> solver.commit(0, gamma=1.0)
+    >>> bool(np.allclose(solver.weighted_alpha_sum(3) * 1.0, result.dw))
+    True
     """
 
     def __init__(self, loss, n_targets, intercept_scaling, seed=0):
@@ -340,7 +380,30 @@ class ChunkSolver:
 
     # -- chunk membership -------------------------------------------------
     def add_chunk(self, chunk_id, X, Y, sample_weight, alpha=None):
-        """Hold a chunk, with its dual state (zeros when ``alpha`` is None)."""
+        """Hold a chunk, with its dual state.
+
+        The chunk is packed with the others when the next round starts.
+
+        Parameters
+        ----------
+        chunk_id : int
+            Id of the chunk, not held yet.
+        X : ndarray or sparse matrix of shape (n_rows, d)
+            The chunk's rows.
+        Y : ndarray of shape (n_rows, m) or (n_rows,)
+            Encoded targets.
+        sample_weight : ndarray of shape (n_rows,)
+            Weights ``c_i`` of the rows.
+        alpha : ndarray of shape (n_rows, m), optional
+            Committed dual state of the rows; zeros when None.
+
+        Raises
+        ------
+        ValueError
+            When the chunk is already held.
+        RuntimeError
+            When a round's work is pending (neither committed nor discarded).
+        """
         self._check_no_pending("add a chunk")
         if chunk_id in self._rows or chunk_id in self._unpacked:
             raise ValueError(f"chunk {chunk_id} is already held")
@@ -352,7 +415,20 @@ class ChunkSolver:
                                     alpha)
 
     def remove_chunk(self, chunk_id):
-        """Release a chunk and return ``(X, Y, sample_weight, alpha)`` (copies)."""
+        """Release a chunk and return its data and dual state.
+
+        Parameters
+        ----------
+        chunk_id : int
+            Id of a chunk held.
+
+        Returns
+        -------
+        tuple
+            ``(X, Y, sample_weight, alpha)`` of the chunk's rows in their
+            original order, with the committed ``α``.  As with :meth:`get_chunk`, copies
+            for a packed chunk, the stored arrays for one not packed yet.
+        """
         self._check_no_pending("remove a chunk")
         if chunk_id in self._unpacked:
             return self._unpacked.pop(chunk_id)
@@ -361,7 +437,19 @@ class ChunkSolver:
         return out
 
     def remove_chunks(self, chunk_ids):
-        """Release several chunks (one repacking); return ``{chunk_id: (X, Y, sw, α)}``."""
+        """Release several chunks, repacking the rest once.
+
+        Parameters
+        ----------
+        chunk_ids : list of int
+            Ids of chunks held.
+
+        Returns
+        -------
+        dict
+            ``{chunk_id: (X, Y, sample_weight, alpha)}`` as :meth:`remove_chunk`
+            returns them.
+        """
         self._check_no_pending("remove chunks")
         out = {cid: self.get_chunk(cid) for cid in chunk_ids}
         for cid in chunk_ids:
@@ -371,7 +459,21 @@ class ChunkSolver:
         return out
 
     def get_chunk(self, chunk_id):
-        """``(X, Y, sample_weight, alpha)`` of a chunk (copies, committed α)."""
+        """The data and committed dual state of a chunk held.
+
+        Parameters
+        ----------
+        chunk_id : int
+            Id of a chunk held.
+
+        Returns
+        -------
+        tuple
+            ``(X, Y, sample_weight, alpha)`` of the chunk's rows in their
+            original order, with the committed ``α``.  Copies when the chunk is packed
+            (a round ran since it was added); for a chunk not packed yet, the
+            arrays stored by :meth:`add_chunk`.
+        """
         if chunk_id in self._unpacked:
             return self._unpacked[chunk_id]
         X, Y, sw, alpha = self._packed
@@ -390,7 +492,13 @@ class ChunkSolver:
                 + sum(c[0].shape[0] for c in self._unpacked.values()))
 
     def alpha_by_chunk(self):
-        """``{chunk_id: α}`` (copies of the committed dual state)."""
+        """The committed dual state of every chunk held.
+
+        Returns
+        -------
+        dict
+            ``{chunk_id: α}``, copies of shape ``(rows of the chunk, m)``.
+        """
         return {cid: self.get_chunk(cid)[3].copy() for cid in self.chunk_ids}
 
     def _check_no_pending(self, what):
@@ -448,16 +556,43 @@ class ChunkSolver:
               check_every=STOP_CHECK_EVERY, slowdown=1.0):
         """Run one round of local SDCA from ``w`` and return a :class:`LocalResult`.
 
-        ``steps`` is the coordinate-step budget (default: one pass over the
-        rows held).  The visiting order is drawn from ``seed`` and
-        ``round_id``; the loss and dual sums of the result cover every row
-        held, at ``w`` and the committed ``α`` — also when the round was
-        stopped early (the rows not visited get a gap-only pass).
+        The visiting order is drawn from ``seed`` and ``round_id``; the loss
+        and dual sums of the result cover every row held, at ``w`` and the
+        committed ``α`` — also when the round was stopped early (the rows not
+        visited get a gap-only pass).  The round's ``Δα`` stays pending until
+        :meth:`commit` or :meth:`discard`.
 
-        ``slowdown > 1`` makes this worker a straggler on purpose (see
-        :mod:`daskelastic.testing`): the budget runs in slices, and after each
-        slice the solver spins for ``slowdown − 1`` times the slice's compute
-        time, ending at once when it is asked to stop.
+        Parameters
+        ----------
+        w : ndarray of shape (d + 1, m)
+            The round-start iterate.
+        round_id : int
+            Id of the round (for the pending work and stop requests).
+        inv_lam_n : float
+            ``1 / (λ n)`` of the problem the dual state belongs to.
+        sigma : float
+            Subproblem parameter ``σ′``.
+        steps : int, optional
+            Coordinate-step budget; default one pass over the rows held.
+        seed : int
+            Seed of the visiting order (with ``round_id``).
+        check_every : int
+            The stop flag is read every this many steps.
+        slowdown : float
+            ``slowdown > 1`` makes this worker a straggler on purpose (see
+            :mod:`daskelastic.testing`): the budget runs in slices, and after
+            each slice the solver spins for ``slowdown − 1`` times the slice's
+            compute time, ending at once when it is asked to stop.
+
+        Returns
+        -------
+        LocalResult
+            The proposed ``Δw``, the steps done and the gap sums.
+
+        Raises
+        ------
+        RuntimeError
+            When the work of an earlier round is still pending.
         """
         self._check_no_pending("start a round")
         self.running = round_id
@@ -513,6 +648,11 @@ class ChunkSolver:
         Safe to call from another thread while :meth:`solve` runs (the numba
         kernels release the GIL), and before the round has started: the round
         then stops at once.  A request for another round is ignored.
+
+        Parameters
+        ----------
+        round_id : int
+            The round to stop.
         """
         self._stop_time = time.perf_counter()
         self._stop_round = round_id
@@ -532,13 +672,37 @@ class ChunkSolver:
             _spin(self.stop, 50_000)   # ~50 µs, without the GIL
 
     def commit(self, round_id, gamma=1.0):
-        """Add ``γ·Δα`` of round ``round_id`` to the dual state."""
+        """Add ``γ·Δα`` of round ``round_id`` to the dual state.
+
+        Parameters
+        ----------
+        round_id : int
+            The pending round.
+        gamma : float
+            Aggregation parameter ``γ``.
+
+        Raises
+        ------
+        RuntimeError
+            When round ``round_id`` has no pending work.
+        """
         _, dalpha = self._take_pending(round_id)
         alpha = self._packed[3]
         alpha += gamma * dalpha
 
     def discard(self, round_id):
-        """Forget the pending work of round ``round_id``."""
+        """Forget the pending work of round ``round_id``.
+
+        Parameters
+        ----------
+        round_id : int
+            The pending round.
+
+        Raises
+        ------
+        RuntimeError
+            When round ``round_id`` has no pending work.
+        """
         self._take_pending(round_id)
 
     def _take_pending(self, round_id):
@@ -549,7 +713,19 @@ class ChunkSolver:
         return pending
 
     def gap_sums(self, w):
-        """Loss, dual and ``α·x·w`` sums over all rows at ``w`` and committed ``α``."""
+        """Loss, dual and ``α·x·w`` sums over all rows at ``w`` and committed ``α``.
+
+        Parameters
+        ----------
+        w : ndarray of shape (d + 1, m)
+            The iterate.
+
+        Returns
+        -------
+        tuple of 3 float
+            ``Σ c_i ℓ_i(x_i·w)``, ``Σ -(c_i ℓ_i)*(-α_i)`` and ``Σ α_i x_i·w``
+            (as in :class:`LocalResult`).
+        """
         X, Y, sw, alpha = self._pack()
         sums = np.zeros(3)
         gap_sums_chunk(X, Y, sw, alpha, np.ascontiguousarray(w, dtype=np.float64),
@@ -558,7 +734,13 @@ class ChunkSolver:
         return tuple(float(v) for v in sums)
 
     def row_sq_norm_sum(self):
-        """``Σ ‖x_i‖²`` over the rows held (without the intercept feature)."""
+        """``Σ ‖x_i‖²`` over the rows held (without the intercept feature).
+
+        Returns
+        -------
+        float
+            The sum; ``0.0`` when no rows are held.
+        """
         if self.n_rows == 0:
             return 0.0
         X = self._pack()[0]
@@ -566,7 +748,19 @@ class ChunkSolver:
         return float(np.sum(np.square(data, dtype=np.float64)))
 
     def weighted_alpha_sum(self, d):
-        """``Σ α_i x_i`` over the rows held, as a ``(d + 1) × m`` array."""
+        """``Σ α_i x_i`` over the rows held, with the committed ``α``.
+
+        Parameters
+        ----------
+        d : int
+            Number of features.
+
+        Returns
+        -------
+        ndarray of shape (d + 1, m)
+            The sum; its last row is the intercept feature's
+            (``intercept_scaling · Σ α_i``).
+        """
         out = np.zeros((d + 1, self.n_targets))
         if self.n_rows == 0:
             return out

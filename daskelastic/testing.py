@@ -36,6 +36,21 @@ class StragglerModel:
 
     Subclasses draw their factors from ``seed`` and the round id only, so the
     same round slows the same workers in every run.
+
+    Examples
+    --------
+    A model in which the first worker (in sorted order) is twice as slow in
+    odd rounds:
+
+    >>> from daskelastic.testing import StragglerModel
+    >>> class OddRounds(StragglerModel):
+    ...     def factors(self, round_id, workers):
+    ...         first = min(workers)
+    ...         return {w: 2.0 if w == first and round_id % 2 else 1.0 for w in workers}
+    >>> OddRounds().factors(1, ["b", "a"])
+    {'b': 1.0, 'a': 2.0}
+    >>> OddRounds().factors(2, ["b", "a"])
+    {'b': 1.0, 'a': 1.0}
     """
 
     def factors(self, round_id, workers):

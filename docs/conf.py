@@ -23,10 +23,7 @@ templates_path = ["_templates"]
 numpydoc_validation_checks = {"all", "GL01", "GL02", "ES01", "SA01", "EX01", "RT02",
                               "PR09", "RT05", "SS05", "GL08", "YD01", "SS06", "PR02",
                               "SA04"}
-# internals documented for contributors: validated once issue 7 lands
-numpydoc_validation_exclude = {r"daskelastic\.(solvers|driver|objective|placement|losses|"
-                               r"config|session|targets|backends)\.",
-                               r"\.__init__$"}
+numpydoc_validation_exclude = set()
 
 nitpicky = True
 nitpick_ignore_regex = [

@@ -270,15 +270,41 @@ class ClusterModel:
 class WorkerLost(RuntimeError):
     """A worker holding chunks failed; its chunks and their dual state are lost.
 
-    Attributes
+    Raised by :class:`SimulatedBackend` when its virtual clock passes a
+    ``"fail"`` :class:`ClusterEvent` of a worker holding chunks, and again
+    by its later calls.  The parameters are kept as attributes of the same
+    names.
+
+    Parameters
     ----------
     worker : str
+        Name of the failed worker (``"sim-00003"``).
     time : float
         Virtual time of the failure.
     chunks : list of int
         Ids of the chunks it held.
     round_id : int or None
         The round that was running, if any.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.backends.simulated import (ClusterEvent, ClusterModel,
+    ...                                             SimulatedBackend, WorkerLost)
+    >>> from daskelastic.driver import Problem, run_cocoa
+    >>> from daskelastic.placement import make_chunks, split_rows
+    >>> X = np.random.default_rng(0).normal(size=(800, 5))
+    >>> Y = np.sign(X[:, :1] + 0.1)
+    >>> problem = Problem(loss=2, lam=1e-3, n_samples=800, n_features=5, n_targets=1,
+    ...                   intercept_scaling=1.0)
+    >>> chunks = make_chunks(X, Y, np.ones(800), split_rows(800, n_chunks=8))
+    >>> model = ClusterModel(n_workers=4, seconds_per_nnz=1e-8,
+    ...                      events=[ClusterEvent(1e-5, "fail", worker=1)])
+    >>> try:
+    ...     run_cocoa(SimulatedBackend(problem, chunks, model), problem)
+    ... except WorkerLost as lost:
+    ...     print(lost)
+    worker sim-00001 failed at virtual time 1e-05 s holding chunks [1, 5]
     """
 
     def __init__(self, worker, time, chunks, round_id=None):
@@ -343,13 +369,19 @@ def calibrate_seconds_per_nnz(problem, chunks, *, min_rows=20_000):
     Runs the real SDCA solver for one pass over a sample of at least
     ``min_rows`` rows of ``chunks`` (three times, keeping the fastest) and
     divides by the work units of :class:`ClusterModel`.  The value is cached
-    per process and kind of problem (loss, sparse or dense, targets), so
-    simulated fits in one process share it and are reproducible.
+    per process and kind of problem (loss, sparse or dense, targets, with or
+    without intercept), so simulated fits in one process share it and are
+    reproducible.
 
     Parameters
     ----------
     problem : daskelastic.driver.Problem
+        The problem the chunks belong to (loss, ``λ``, targets, intercept).
     chunks : list of daskelastic.placement.Chunk
+        The fit's chunks; the first of them, in list order, make the sample.
+    min_rows : int
+        Chunks are added to the sample until it holds at least this many
+        rows (or all chunks are in).
 
     Returns
     -------
@@ -404,10 +436,15 @@ class SimulatedBackend(Backend):
     Parameters
     ----------
     problem : daskelastic.driver.Problem
+        The problem the chunks belong to.
     chunks : list of daskelastic.placement.Chunk
+        The training rows, cut into chunks (:func:`~daskelastic.placement.split_rows`
+        and ``daskelastic.placement.make_chunks``).
     model : ClusterModel
         The cluster; ``model.n_workers`` workers named ``sim-00000``, ...
-        receive the chunks, balanced by rows as on a Dask cluster.
+        receive the chunks, balanced by rows as on a Dask cluster.  When
+        ``model.seconds_per_nnz`` is None, it is measured here with
+        :func:`calibrate_seconds_per_nnz`.
 
     Examples
     --------
@@ -547,7 +584,27 @@ class SimulatedBackend(Backend):
         return sum(wk.price * wk.billed_seconds(self._now) for wk in self._workers.values())
 
     def between_rounds(self, settlements):
-        """Settle the last round, then apply departures and arrivals due by now."""
+        """Settle the last round, then apply departures and arrivals due by now.
+
+        Chunks of leaving workers move to the least loaded staying workers;
+        with ``ClusterModel.rebalance_on_join``, joined workers take chunks
+        from the most loaded ones.  The moves take virtual time.
+
+        Parameters
+        ----------
+        settlements : dict
+            ``{worker: (round_id, gamma or None)}`` of the last round.
+
+        Returns
+        -------
+        dict
+            Always empty: every settlement was applied here.
+
+        Raises
+        ------
+        WorkerLost
+            When a worker holding chunks has failed.
+        """
         self._check_lost()
         self._advance(self._now)
         self.settle(settlements)
@@ -656,7 +713,13 @@ class SimulatedBackend(Backend):
         return total
 
     def gather_alpha(self):
-        """``{chunk_id: α}`` over all workers holding chunks (copies)."""
+        """The committed dual state of every chunk.
+
+        Returns
+        -------
+        dict
+            ``{chunk_id: α}`` over all workers holding chunks (copies).
+        """
         return {cid: a for k in self._holding
                 for cid, a in self._workers[k].solver.alpha_by_chunk().items()}
 
@@ -675,10 +738,25 @@ class SimulatedBackend(Backend):
 
     # -- moving chunks -------------------------------------------------------
     def move_chunk(self, chunk_id, source, destination):
-        """Move a chunk, with its committed ``α``, between workers; return its bytes.
+        """Move a chunk, with its committed ``α``, between workers.
 
         Between rounds only (no work pending).  ``w`` is unchanged: the rows
-        keep their dual variables.
+        keep their dual variables.  The transfer takes no virtual time here:
+        the caller times it from the bytes returned.
+
+        Parameters
+        ----------
+        chunk_id : int
+            The chunk to move.
+        source : str
+            Name of the worker holding it.
+        destination : str
+            Name of the worker to hold it.
+
+        Returns
+        -------
+        int
+            Bytes of the chunk on the wire (values, targets, weights, ``α``).
         """
         src, dst = self._workers[source].solver, self._workers[destination].solver
         X, Y, sw, alpha = src.remove_chunk(chunk_id)
