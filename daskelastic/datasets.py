@@ -89,7 +89,7 @@ def load_flights(n_rows=None, *, sparse=True, target="arr_delay"):
     if n_rows is not None:
         df = df.iloc[: int(n_rows)]
     dates = pd.to_datetime(dict(year=df["year"], month=df["month"], day=df["day"]))
-    df = df.assign(weekday=dates.dt.dayofweek.to_numpy(),
+    df = df.assign(weekday=dates.dt.day_of_week.to_numpy(),
                    tailnum=df["tailnum"].fillna("unknown"))
     X, names = _one_hot(df, ["carrier", "origin", "dest", "month", "weekday", "hour",
                              "tailnum"])
