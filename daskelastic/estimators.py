@@ -417,8 +417,8 @@ daskelastic.policies.StragglerPolicy, default="preempt"
         ``"wait"`` waits for all; ``"backup"`` uses the fastest ``K − b``
         and drops the rest; ``"dynamic"`` re-chooses ``b`` every round for
         the best estimated progress per second; ``"preempt"`` stops the
-        workers still running once half are done (plus a 20% slack) and adds
-        their partial work.  A :class:`~daskelastic.policies.StragglerPolicy`
+        workers still running once half are done (plus 20% of their compute
+        time) and adds their partial work.  A :class:`~daskelastic.policies.StragglerPolicy`
         instance sets the policy's own parameters.
     n_backup : int, optional
         ``b`` of ``straggler_policy="backup"`` (default 1).

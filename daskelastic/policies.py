@@ -294,7 +294,7 @@ class DynamicBackupPolicy(StragglerPolicy):
       the mean per-round overhead beyond that (stopping, aggregating,
       communicating);
     - the progress ``P(b)``: the fall of ``log(gap)`` in a round.  For a ``b``
-      used at least twice in the last ``progress_window`` rounds it is
+      used at least three times in the last ``progress_window`` rounds it is
       measured (the mean fall after those rounds); for the others it is
       modelled as a power ``f^β`` of the share ``f = (K − b)/K`` of the data
       whose work is added, scaled to the measured ones, with ``β`` fitted on
@@ -304,8 +304,12 @@ class DynamicBackupPolicy(StragglerPolicy):
     and picks the ``b`` maximising ``P(b) / T(b)``.  Every ``explore_every``
     rounds it tries a neighbour of the best ``b`` instead, the one tried
     least: measured progress also reflects what the model cannot, such as
-    the bolder local steps (``σ′ = γ(K − b)``) of a larger ``b``.  The
-    estimates are recorded in ``history_`` with every round.
+    the bolder local steps (``σ′ = γ(K − b)``) of a larger ``b``.  While the
+    best ``b`` stays the same from one exploration to the next, the interval
+    doubles (up to ``8 × explore_every``): an exploration round is a round
+    spent on a ``b`` believed worse, and once the choice is settled they
+    should be rare.  The estimates are recorded in ``history_`` with every
+    round.
 
     Parameters
     ----------
@@ -330,7 +334,7 @@ class DynamicBackupPolicy(StragglerPolicy):
     name = "dynamic"
 
     def __init__(self, max_backup=None, warmup=1, window=10, explore_every=6,
-                 progress_window=20):
+                 progress_window=30):
         super().__init__(window)
         if max_backup is not None and max_backup < 0:
             raise ValueError(f"max_backup must be >= 0, got {max_backup}")
@@ -345,11 +349,14 @@ class DynamicBackupPolicy(StragglerPolicy):
         self._falls = deque(maxlen=progress_window)   # (b, log-gap fall) per round
         self._tries = {}      # b -> rounds observed with it
         self._since_explore = 0
+        self._interval = explore_every   # rounds between explorations, now
+        self._explored_best = None       # the best b at the last exploration
 
     def reset(self):
         super().reset()
         self._falls.clear()
         self._tries, self._since_explore = {}, 0
+        self._interval, self._explored_best = self.explore_every, None
 
     def observe(self, record):
         prev = self.records[-1] if self.records else None
@@ -378,7 +385,7 @@ class DynamicBackupPolicy(StragglerPolicy):
         Returns
         -------
         dict
-            Measured means for the ``b`` seen at least twice in the last
+            Measured means for the ``b`` seen at least three times in the last
             ``progress_window`` rounds, the scaled model for the others.
         """
         K = n_workers
@@ -387,7 +394,8 @@ class DynamicBackupPolicy(StragglerPolicy):
         seen = {}
         for b, fall in self._falls:
             seen.setdefault(b, []).append(fall)
-        known = {b: float(np.mean(v)) for b, v in seen.items() if b <= top and len(v) >= 2}
+        known = {b: float(np.mean(v)) for b, v in seen.items()
+                 if b <= top and len(v) >= _MIN_MEASURED}
         positive = [known[b] / model[b] for b in known if known[b] > 0]
         scale = float(np.median(positive)) if positive else 1.0
         out = {}
@@ -422,12 +430,17 @@ class DynamicBackupPolicy(StragglerPolicy):
         best = max(rates, key=lambda b: (rates[b], -b))
         chosen, explored = best, False
         self._since_explore += 1
-        if self.explore_every is not None and self._since_explore >= self.explore_every:
+        if self.explore_every is not None and self._since_explore >= self._interval:
             neighbours = [b for b in (best - 1, best + 1) if 0 <= b <= top]
             if neighbours:
                 chosen = min(neighbours, key=lambda b: (self._tries.get(b, 0), b))
                 explored = True
                 self._since_explore = 0
+                # the best held since the last exploration: explore half as often
+                settled = best == self._explored_best
+                self._interval = (min(2 * self._interval, 8 * self.explore_every)
+                                  if settled else self.explore_every)
+                self._explored_best = best
         estimate = {"rates": {b: float(v) for b, v in rates.items()},
                     "progress": {b: float(v) for b, v in progress.items()},
                     "beta": beta, "best": best, "explore": explored,
@@ -528,6 +541,10 @@ def _overhead(record):
     last = max(used) if used else 0.0
     return max(record.duration - last, 0.0)
 
+
+#: Rounds a ``b`` must have been used (within the progress window) before
+#: its measured mean fall of ``log(gap)`` replaces the model.
+_MIN_MEASURED = 3
 
 #: Policy names accepted by ``straggler_policy``.
 STRAGGLER_POLICIES = {"wait": WaitPolicy, "backup": BackupPolicy,

@@ -10,8 +10,8 @@ regression on 20,000 real flights is fitted with each straggler policy:
   straggler's;
 - ``"backup"`` uses the fastest ``K − 1`` results and drops the straggler's;
 - ``"dynamic"`` chooses the number of backup workers every round;
-- ``"preempt"`` stops the straggler once half of the workers are done (plus a
-  20% slack) and keeps the work it did.
+- ``"preempt"`` stops the straggler once half of the workers are done (plus
+  20% of their compute time) and keeps the work it did.
 
 All four reach the same certified optimum; they differ in how long it takes.
 """

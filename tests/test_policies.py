@@ -98,6 +98,21 @@ def test_dynamic_explores_a_neighbour_and_follows_measured_progress():
     assert est["progress"][1] == pytest.approx(0.5, rel=1e-6)
 
 
+def test_dynamic_explores_less_often_once_the_best_b_is_settled():
+    """One straggler every round: b = 1 stays best, so explorations back off."""
+    policy = DynamicBackupPolicy(explore_every=4)
+    explored = []
+    for r, rec in enumerate(_random_straggler_rounds(120)):
+        plan = policy.plan(4)
+        if plan.estimate.get("explore"):
+            explored.append(r)
+        policy.observe(RoundRecord(**{**vars(rec), "n_backup": plan.n_backup}))
+    gaps = np.diff(explored)
+    assert len(explored) <= 8                # 30 without backing off
+    assert gaps[-1] >= 4 * gaps[0]           # intervals doubled, up to 8 × explore_every
+    assert max(gaps) <= 8 * 4 + 1
+
+
 def test_progress_exponent_is_fitted_from_the_gap_falls():
     policy = DynamicBackupPolicy(window=20)
     gap = 1.0
