@@ -757,7 +757,7 @@ class SimulatedBackend(Backend):
 
     def _rebalance(self, leaving, joined):
         """Move leaving workers' chunks away and give joined workers a share."""
-        staying = [n for n in self._holding if n not in leaving] + joined
+        staying = [n for n in self._holding if n not in leaving and n not in joined] + joined
         if not staying:
             raise RuntimeError("no simulated worker left to hold the chunks")
         held = {n: list(self._workers[n].solver.chunk_ids) for n in [*staying, *leaving]}
@@ -796,14 +796,19 @@ class SimulatedBackend(Backend):
         return {n: self._workers[n].solver.chunk_ids for n in self._holding}
 
     def live_workers(self):
-        """Workers of the virtual cluster that are up (holding chunks or not).
+        """Workers of the fit that are up (holding chunks or not).
+
+        A worker that joined counts once the backend has given it chunks
+        (``ClusterModel.rebalance_on_join``); without that it idles, as the
+        model says, and the controller does not see it.
 
         Returns
         -------
         list of str
             Their names, in order.
         """
-        return sorted(n for n, wk in self._workers.items() if wk.state in ("up", "leaving"))
+        return sorted(n for n, wk in self._workers.items()
+                      if wk.state in ("up", "leaving") and n not in self._joined)
 
     def add_workers(self, workers):
         """Make joined ``workers`` available for chunks (they already are: no-op).
