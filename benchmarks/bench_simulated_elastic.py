@@ -44,6 +44,9 @@ Reproduce (the committed results ran as separate processes, then merged)::
     # plain CoCoA+ (no acceleration), closer to Kaufmann et al.'s setting:
     PYTHONPATH=.. python bench_simulated_elastic.py --acceleration none \\
         --max-rounds 400 --rate 1.5e-7 --name simulated_elastic_plain
+    # the policy with a 10-round window (compare with the fixed fits above):
+    PYTHONPATH=.. python bench_simulated_elastic.py --fixed --window 10 \\
+        --rate 1.5e-7 --name simulated_elastic_window10
 """
 
 import argparse
