@@ -49,7 +49,7 @@ class ElasticController:
     Parameters
     ----------
     backend : DaskBackend or SimulatedBackend
-        The fit's workers (:class:`daskelastic.backends.dask.DaskBackend`,
+        The fit's workers (``daskelastic.backends.dask.DaskBackend``,
         :class:`daskelastic.backends.simulated.SimulatedBackend`).
     scaling_policy : daskelastic.scaling.ScalingPolicy
         Decides the number of workers after each round.

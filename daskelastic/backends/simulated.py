@@ -727,7 +727,7 @@ class SimulatedBackend(Backend):
         moves : list of (chunk_id, source, destination)
             The moves, e.g. from :func:`daskelastic.placement.plan_moves`.
         why : str
-            What caused them, for :attr:`log`.
+            What caused them, for the backend's ``log``.
 
         Returns
         -------
