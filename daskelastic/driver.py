@@ -389,7 +389,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         ``v = Σ α_i x_i · inv_lam_n``; for tests and debugging.
     scaling_policy : None, "convergence" or daskelastic.scaling.ScalingPolicy
         Elastic scale-in between rounds (see :class:`~daskelastic.elastic.ElasticController`);
-        None keeps the workers.  Needs an elastic backend (Dask); on one,
+        None keeps the workers.  Needs an elastic backend (Dask or
+        simulated); on one,
         rebalancing by measured throughput, taking in joining workers and
         recovering from lost workers happen with any policy.
     min_workers : int, optional
@@ -605,8 +606,8 @@ def _elastic_controller(backend, scaling_policy, min_workers, release_workers,
     scaling = make_scaling_policy(scaling_policy, min_workers=min_workers)
     if not hasattr(backend, "move_chunks"):
         if scaling_policy is not None:
-            raise ValueError(f"scaling_policy={scaling_policy!r} needs a Dask backend, "
-                             f"not {type(backend).__name__}")
+            raise ValueError(f"scaling_policy={scaling_policy!r} needs an elastic backend "
+                             f"(Dask or simulated), not {type(backend).__name__}")
         return None
     return ElasticController(backend, scaling, release_workers=release_workers,
                              max_workers=max_workers)

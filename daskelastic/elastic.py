@@ -27,10 +27,11 @@ recorded in the history entry's ``events``.
 The backend needs ``placement``, ``chunk_sizes``, ``released``, ``lost``,
 ``live_workers()``, ``settle()``, ``move_chunks()``, ``release()``,
 ``add_workers()``, ``recover()`` and ``owns_cluster``
-(:class:`daskelastic.backends.dask.DaskBackend`).
+(:class:`daskelastic.backends.dask.DaskBackend`,
+:class:`daskelastic.backends.simulated.SimulatedBackend`), and times what it
+does with the backend's ``clock()``: wall seconds on Dask, virtual seconds on
+a simulated cluster.
 """
-
-import time
 
 from . import config
 from .placement import plan_moves, predicted_round_time, workers_to_release
@@ -47,8 +48,9 @@ class ElasticController:
 
     Parameters
     ----------
-    backend : daskelastic.backends.dask.DaskBackend
-        The fit's workers.
+    backend : DaskBackend or SimulatedBackend
+        The fit's workers (``daskelastic.backends.dask.DaskBackend``,
+        :class:`daskelastic.backends.simulated.SimulatedBackend`).
     scaling_policy : daskelastic.scaling.ScalingPolicy
         Decides the number of workers after each round.
     release_workers : {"auto", True, False}
@@ -60,7 +62,8 @@ class ElasticController:
     max_workers : int, optional
         Never take in joining workers beyond this many (default: no limit).
     check_interval : float, optional
-        Seconds between checks of the cluster's workers (joins and losses);
+        Seconds between checks of the cluster's workers (joins and losses),
+        on the backend's clock (virtual seconds on a simulated cluster);
         ``daskelastic.elastic.check-interval`` by default.
     rebalance : "auto" or bool, optional
         Rebalance chunks by measured throughput; ``"auto"``: only with a
@@ -75,7 +78,7 @@ class ElasticController:
 
     Examples
     --------
-    :func:`~daskelastic.driver.run_cocoa` makes one for a Dask backend; by
+    :func:`~daskelastic.driver.run_cocoa` makes one for an elastic backend; by
     hand, between rounds::
 
         from daskelastic.elastic import ElasticController
@@ -113,7 +116,9 @@ class ElasticController:
         self.rebalance_rounds = int(rebalance_rounds)
         self.tracker = ThroughputTracker()
         self._seen = set(backend.live_workers())
-        self._last_check = time.monotonic()
+        # the backend's clock: wall seconds on Dask, virtual ones on a
+        # simulated cluster (so a simulated fit stays reproducible)
+        self._last_check = backend.clock()
         self._rounds_on_placement = 0
         # workers whose chunk set changed: their next round repacks its rows,
         # which is not their speed
@@ -177,7 +182,7 @@ class ElasticController:
             workers' ``α``.
         """
         events, settled, alpha_reset = [], False, False
-        now = time.monotonic()
+        now = self.backend.clock()
         joined = []
         if now - self._last_check >= self.check_interval:
             self._last_check = now
@@ -193,12 +198,12 @@ class ElasticController:
                             **decision.estimate}
         K = len(self.backend.placement)
         if decision.target < K:
-            t0 = time.perf_counter()
+            t0 = self.backend.clock()
             if not settled:
                 self.backend.settle(settlements)
                 settled = True
             events.append(self._scale_in(decision.target))
-            events[-1]["seconds"] = time.perf_counter() - t0
+            events[-1]["seconds"] = self.backend.clock() - t0
             return events, settled, alpha_reset
         room = None if self.target is None else max(self.target - K, 0)
         joined = joined if room is None else joined[:room]
@@ -206,12 +211,12 @@ class ElasticController:
             self.backend.add_workers(joined)
         event = self._rebalance(joined)
         if event is not None:
-            t0 = time.perf_counter()
+            t0 = self.backend.clock()
             if not settled:
                 self.backend.settle(settlements)
                 settled = True
             self._apply(event)
-            event["seconds"] = time.perf_counter() - t0
+            event["seconds"] = self.backend.clock() - t0
             events.append(event)
         return events, settled, alpha_reset
 
@@ -225,13 +230,13 @@ class ElasticController:
         keep = [w for w in placement if w not in release]
         _, moves = plan_moves(placement, self.backend.chunk_sizes,
                               {w: speeds[w] for w in keep})
-        t0 = time.perf_counter()
+        t0 = self.backend.clock()
         self._repacking.update(keep)
         self.backend.move_chunks(moves)
-        t1 = time.perf_counter()
+        t1 = self.backend.clock()
         retire = self._retire()
         self.backend.release(release, retire=retire, target=target)
-        t2 = time.perf_counter()
+        t2 = self.backend.clock()
         self.target = target
         self.tracker.forget(release)
         self._rounds_on_placement = 0

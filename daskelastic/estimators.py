@@ -426,7 +426,7 @@ daskelastic.policies.StragglerPolicy, default="preempt"
         The virtual cluster of ``backend="simulated"`` (default:
         ``ClusterModel(n_workers=n_workers or 8)``); see :func:`~daskelastic.simulate`.
     scaling_policy : None, "convergence" or ScalingPolicy, default=None
-        Elastic scale-in on a Dask cluster (see the user guide): with
+        Elastic scale-in on a Dask or simulated cluster (see the user guide): with
         ``"convergence"`` the fit watches how fast ``log(gap)`` falls per
         second and, when that rate deteriorates, moves the chunks of some
         workers, with their dual state, to the others and lets those workers

@@ -162,7 +162,7 @@ def test_estimators_validate_the_elastic_parameters():
         de.LogisticRegression(scaling_policy="sometimes", backend="inprocess").fit(X, y)
     with pytest.raises(InvalidParameterError, match="release_workers"):
         de.Ridge(release_workers="later", backend="inprocess").fit(X, X[:, 0])
-    with pytest.raises(ValueError, match="needs a Dask backend"):
+    with pytest.raises(ValueError, match="needs an elastic backend"):
         de.LinearSVC(scaling_policy="convergence", backend="inprocess").fit(X, y)
     fitted = de.LogisticRegression(backend="inprocess").fit(X, y)
     assert all(e["events"] == [] for e in fitted.history_)

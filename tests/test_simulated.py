@@ -17,7 +17,12 @@ from daskelastic.driver import Problem, run_cocoa
 from daskelastic.losses import loss_code
 from daskelastic.objective import lambda_from_C
 from daskelastic.placement import make_chunks, split_rows
-from daskelastic.testing import HeavyTailSlowdown, RandomSlowdown, inject_stragglers
+from daskelastic.testing import (
+    HeavyTailSlowdown,
+    RandomSlowdown,
+    ScheduledScaling,
+    inject_stragglers,
+)
 
 #: A fixed compute rate, so the virtual times do not depend on this machine.
 RATE = 2e-8
@@ -223,6 +228,101 @@ def test_a_failed_worker_stops_the_fit_with_what_recovery_needs(flights_small):
     assert (lost.worker, lost.time, lost.chunks) == ("sim-00001", 1e-4, held)
     assert lost.round_id is not None and backend.clock() == 1e-4
     assert backend.describe()["sim-00001"]["state"] == "failed"
+
+
+@pytest.fixture(scope="module")
+def flights_600(flights_small):
+    """600 real flights: a fit on a handful of virtual workers takes a second."""
+    X, y = flights_small
+    return X[:600], y[:600]
+
+
+def _alpha_checker(errors):
+    def check(round_id, w, backend, v, inv_lam_n):
+        errors.append(np.abs(backend.alpha_sum() * inv_lam_n - v).max())
+    return check
+
+
+#: A network and dispatch overhead like the benchmarks' (bench_simulated.py).
+_NETWORK = dict(seconds_per_nnz=RATE, latency=5e-4, bandwidth=1.25e9, overhead=1e-3)
+
+
+def test_a_scale_in_moves_chunks_with_their_alpha_on_the_simulated_cluster(flights_600):
+    """w = Σ α_i x_i / (λ n) at every boundary; every chunk on exactly one worker."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    backend = SimulatedBackend(problem, chunks, ClusterModel(n_workers=4, **_NETWORK))
+    errors = []
+    result = run_cocoa(backend, problem, tol=1e-6, max_iter=500,
+                       scaling_policy=ScheduledScaling({2: 2, 5: 1}),
+                       round_hook=_alpha_checker(errors))
+    counts = [h["n_workers"] for h in result.history]
+    assert counts[:3] == [4] * 3 and counts[3:6] == [2] * 3 and set(counts[6:]) == {1}
+    assert result.converged and max(errors) < 1e-12
+    assert sorted(backend.gather_alpha()) == list(range(16))
+    held = [c for cids in backend.placement.values() for c in cids]
+    assert sorted(held) == list(range(16))
+    state = backend.describe()
+    assert sum(s["state"] == "released" for s in state.values()) == 3
+    assert sorted(backend.released) == sorted(n for n, s in state.items()
+                                              if s["state"] == "released")
+
+
+def test_moving_chunks_takes_their_bytes_over_the_network(flights_600):
+    """A scale-in costs one latency plus the busiest link's bytes over the bandwidth."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    slow_link = dict(_NETWORK, bandwidth=1e6)
+    backend = SimulatedBackend(problem, chunks, ClusterModel(n_workers=4, **slow_link))
+    result = run_cocoa(backend, problem, tol=1e-6, max_iter=500,
+                       scaling_policy=ScheduledScaling({2: 2}))
+    event = next(ev for h in result.history for ev in h["events"])
+    moved = [m for t, what, _, m in backend.log if what == "move"]
+    assert event["event"] == "scale_in" and moved[0]["moves"] == event["moves"] == 8
+    # each of the two kept workers receives the 4 chunks of one released worker
+    chunk_bytes = sorted(backend._chunk_bytes.values())
+    latency = _NETWORK["latency"]
+    assert latency + 4 * chunk_bytes[0] / 1e6 <= event["seconds"] <= \
+        latency + 4 * chunk_bytes[-1] / 1e6 + 1e-12
+    assert event["seconds"] == pytest.approx(moved[0]["seconds"])
+    third, fourth = result.history[2], result.history[3]
+    assert fourth["time"] - fourth["round_seconds"] - third["time"] == \
+        pytest.approx(event["seconds"])
+
+
+def test_released_workers_stop_being_billed(flights_600):
+    """Cost is worker-seconds: a released worker is billed up to its release only."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    backend = SimulatedBackend(problem, chunks, ClusterModel(n_workers=4, **_NETWORK))
+    result = run_cocoa(backend, problem, tol=1e-6, max_iter=500,
+                       scaling_policy=ScheduledScaling({2: 1}))
+    end = result.history[-1]
+    released = [t for t, what, _, _ in backend.log if what == "release"]
+    assert len(released) == 3
+    assert end["cost"] == pytest.approx(end["time"] + sum(released))
+    assert end["cost"] < 4 * end["time"] / 2
+
+
+def test_convergence_scale_in_on_the_simulated_cluster(flights_600):
+    """The convergence policy scales in, costs less and finds the fixed fit's optimum."""
+    X, y = flights_600
+    model = ClusterModel(n_workers=8, **_NETWORK)
+    params = dict(C=0.5, tol=1e-6, max_iter=1000, random_state=0)
+    fixed = de.simulate(de.LogisticRegression(**params), X, y, model)
+    elastic = de.simulate(de.LogisticRegression(**params), X, y, model,
+                          scaling_policy="convergence")
+    counts = [h["n_workers"] for h in elastic.history_]
+    assert {h["n_workers"] for h in fixed.history_} == {8}
+    assert counts[0] == 8 and counts[-1] < 8
+    assert all(a >= b for a, b in zip(counts, counts[1:]))
+    assert any(ev["event"] == "scale_in" for h in elastic.history_ for ev in h["events"])
+    assert elastic.history_[-1]["cost"] < fixed.history_[-1]["cost"]
+    p_fixed, p_elastic = fixed.history_[-1]["primal"], elastic.history_[-1]["primal"]
+    assert abs(p_elastic - p_fixed) <= 1e-4 * abs(p_fixed)
+    again = de.simulate(de.LogisticRegression(**params), X, y, model,
+                        scaling_policy="convergence")
+    assert again.history_ == elastic.history_
 
 
 @pytest.mark.slow

@@ -41,9 +41,18 @@ Cluster events (:class:`ClusterEvent`) happen at virtual times:
   the chunks from the source with ``α`` restarted and repairing ``w`` — is
   the driver's job, and :class:`WorkerLost` carries what it needs.
 
-Moving chunks costs virtual time (their bytes over the network).  Loading
-the data at the start of a fit is free, and the driver's own aggregation is
-not timed.
+Elastic scale-in (``scaling_policy``): the backend offers the interface of
+:class:`~daskelastic.elastic.ElasticController` (``placement``,
+``move_chunks``, ``release``, ...), so the driver's controller scales in,
+rebalances by measured throughput and takes in joining workers on the virtual
+cluster as it does on Dask.  A released worker stops being billed when its
+chunks have left it.  A failure is not recovered from (see ``"fail"``).
+
+Moving chunks costs virtual time: every worker's link carries the bytes of
+the chunks (and their ``α``) it sends or receives, and the move takes one
+latency plus the busiest link's bytes over the bandwidth, whether a leaving
+worker, a joining one or a scale-in caused it.  Loading the data at the
+start of a fit is free, and the driver's own aggregation is not timed.
 """
 
 import math
@@ -328,7 +337,7 @@ class _Worker:
         self.price = float(price)
         self.joined = float(joined)
         self.ended = None            # virtual time it stopped being billed
-        self.state = "up"            # "up" | "leaving" | "left" | "failed"
+        self.state = "up"            # "up" | "leaving" | "left" | "released" | "failed"
         self.solver = solver
         self.step_seconds = 0.0      # seconds per coordinate step at speed 1 x slowdown 1
         self.busy = 0.0              # compute seconds so far
@@ -465,9 +474,16 @@ class SimulatedBackend(Backend):
     (True, True)
     """
 
+    #: The backend models the whole cluster: ``release_workers="auto"`` retires
+    #: the workers a scale-in lets go (they stop being billed).
+    owns_cluster = True
+
     def __init__(self, problem, chunks, model):
         self.problem = problem
         self.model = model
+        self.chunk_sizes = {c.chunk_id: c.n_rows for c in chunks}
+        self.released = []           # workers a scale-in let go
+        self.lost = []               # workers that failed
         self._width = max(5, len(str(model.n_workers + len(model.events))))
         self._chunk_bytes = {}
         names = [self._name(i) for i in range(model.n_workers)]
@@ -540,7 +556,7 @@ class SimulatedBackend(Backend):
             return
         name = self._resolve(event.worker)
         wk = self._workers.get(name)
-        if wk is None or wk.state in ("left", "failed"):
+        if wk is None or wk.state in ("left", "released", "failed"):
             return
         if event.kind == "leave":
             wk.state = "leaving"
@@ -549,6 +565,7 @@ class SimulatedBackend(Backend):
                 self._release(wk, t, "left")
             return
         self._release(wk, t, "failed")
+        self.lost.append(name)
         self.log.append((t, "fail", name, None))
         chunks = wk.solver.chunk_ids
         if chunks:
@@ -741,8 +758,8 @@ class SimulatedBackend(Backend):
         """Move a chunk, with its committed ``α``, between workers.
 
         Between rounds only (no work pending).  ``w`` is unchanged: the rows
-        keep their dual variables.  The transfer takes no virtual time here:
-        the caller times it from the bytes returned.
+        keep their dual variables.  The move is not timed (see
+        :meth:`move_chunks`).
 
         Parameters
         ----------
@@ -763,46 +780,147 @@ class SimulatedBackend(Backend):
         dst.add_chunk(chunk_id, X, Y, sw, alpha)
         return self._chunk_bytes.get(chunk_id, 0)
 
+    def move_chunks(self, moves, *, why="move"):
+        """Move chunks, with their ``α``, and advance the clock by the transfer.
+
+        Every worker's link carries the bytes it sends and receives (full
+        duplex); the moves take one latency plus the busiest direction of the
+        busiest link over the bandwidth.  Between rounds only (settle first).
+
+        Parameters
+        ----------
+        moves : list of (chunk_id, source, destination)
+            The moves, e.g. from :func:`daskelastic.placement.plan_moves`.
+        why : str
+            What caused them, for the backend's ``log``.
+
+        Returns
+        -------
+        float
+            Virtual seconds the moves took.
+        """
+        if self._runs:
+            raise RuntimeError("cannot move chunks while a round runs")
+        sent, received = {}, {}
+        for cid, src, dst in moves:
+            n_bytes = self.move_chunk(cid, src, dst)
+            sent[src] = sent.get(src, 0) + n_bytes
+            received[dst] = received.get(dst, 0) + n_bytes
+        touched = set(sent) | set(received)
+        for name in touched:
+            self._set_step_seconds(self._workers[name])
+        busiest = max([*sent.values(), *received.values()], default=0)
+        seconds = self.model.transfer_seconds(busiest) if moves else 0.0
+        self.log.append((self._now, why, None, {"moves": len(moves), "seconds": seconds}))
+        self._advance(self._now + seconds)
+        self._update_holding()
+        return seconds
+
+    def _update_holding(self):
+        self._holding = sorted(n for n, wk in self._workers.items()
+                               if wk.state in ("up", "leaving") and wk.solver.n_rows > 0)
+
     def _rebalance(self, leaving, joined):
         """Move leaving workers' chunks away and give joined workers a share."""
-        staying = [n for n in self._holding if n not in leaving] + joined
+        staying = [n for n in self._holding if n not in leaving and n not in joined] + joined
         if not staying:
             raise RuntimeError("no simulated worker left to hold the chunks")
-        solvers = {n: self._workers[n].solver for n in [*staying, *leaving]}
-        sent = {}
-        n_moves = 0
+        held = {n: list(self._workers[n].solver.chunk_ids) for n in [*staying, *leaving]}
+        rows = {n: self._workers[n].solver.n_rows for n in held}
+        moves = []
 
-        def move(cid, src, dst):
-            nonlocal n_moves
-            sent[src] = sent.get(src, 0) + self.move_chunk(cid, src, dst)
-            n_moves += 1
+        def plan(cid, src, dst):
+            held[src].remove(cid)
+            held[dst].append(cid)
+            rows[src] -= self.chunk_sizes[cid]
+            rows[dst] += self.chunk_sizes[cid]
+            moves.append((cid, src, dst))
 
         for src in leaving:
-            for cid in solvers[src].chunk_ids:
-                move(cid, src, min(staying, key=lambda n: (solvers[n].n_rows, n)))
-        target = sum(solvers[n].n_rows for n in staying) / len(staying)
+            for cid in list(held[src]):
+                plan(cid, src, min(staying, key=lambda n: (rows[n], n)))
+        target = sum(rows[n] for n in staying) / len(staying)
         old = [n for n in staying if n not in joined]
         for dst in joined:
             while old:
-                src = max(old, key=lambda n: (solvers[n].n_rows, n))
-                cid = min(solvers[src].chunk_ids, default=None)
-                if cid is None:
+                src = max(old, key=lambda n: (rows[n], n))
+                cid = min(held[src], default=None)
+                if cid is None or rows[dst] + self.chunk_sizes[cid] > target:
                     break
-                size = solvers[src].get_chunk(cid)[0].shape[0]
-                if solvers[dst].n_rows + size > target:
-                    break
-                move(cid, src, dst)
-        for name in solvers:
-            self._set_step_seconds(self._workers[name])
-        seconds = max((self.model.transfer_seconds(b) for b in sent.values()), default=0.0)
-        self.log.append((self._now, "rebalance", None, {"moves": n_moves,
-                                                        "seconds": seconds}))
-        self._advance(self._now + seconds)
+                plan(cid, src, dst)
+        self.move_chunks(moves, why="rebalance")
         for src in leaving:
             self._release(self._workers[src], self._now, "left")
-        self._holding = sorted(n for n, wk in self._workers.items()
-                               if wk.state in ("up", "leaving") and wk.solver.n_rows > 0)
+        self._update_holding()
         self._joined = [n for n in self._joined if n not in joined]
+
+    # -- the ElasticController's interface ------------------------------------
+    @property
+    def placement(self):
+        """``{worker: chunk ids}`` of the workers holding chunks."""
+        return {n: self._workers[n].solver.chunk_ids for n in self._holding}
+
+    def live_workers(self):
+        """Workers of the fit that are up (holding chunks or not).
+
+        A worker that joined counts once the backend has given it chunks
+        (``ClusterModel.rebalance_on_join``); without that it idles, as the
+        model says, and the controller does not see it.
+
+        Returns
+        -------
+        list of str
+            Their names, in order.
+        """
+        return sorted(n for n, wk in self._workers.items()
+                      if wk.state in ("up", "leaving") and n not in self._joined)
+
+    def add_workers(self, workers):
+        """Make joined ``workers`` available for chunks (they already are: no-op).
+
+        Parameters
+        ----------
+        workers : list of str
+            Workers that joined the virtual cluster.
+        """
+        unknown = [w for w in workers if w not in self._workers]
+        if unknown:
+            raise ValueError(f"no simulated workers {unknown}")
+
+    def release(self, workers, retire=False, target=None):
+        """Stop using ``workers`` (holding no chunks); retired ones stop being billed.
+
+        Parameters
+        ----------
+        workers : list of str
+            Workers a scale-in lets go.
+        retire : bool
+            Retire them: they leave the cluster and their billing ends now.
+            Otherwise they stay up, idle, and are still billed.
+        target : int, optional
+            The fit's target number of workers (unused).
+        """
+        held = [w for w in workers if self._workers[w].solver.n_rows]
+        if held:
+            raise RuntimeError(f"workers {held} still hold chunks: move them first")
+        for name in workers:
+            if retire:
+                self._release(self._workers[name], self._now, "released")
+            if name not in self.released:
+                self.released.append(name)
+            self.log.append((self._now, "release", name, {"retired": bool(retire)}))
+        self._update_holding()
+
+    def recover(self, lost, *, discard_round=None, settlements=None, speeds=None):
+        """Not modelled: a failure stops a simulated fit with :class:`WorkerLost`.
+
+        Raises
+        ------
+        NotImplementedError
+            Always.
+        """
+        raise NotImplementedError("recovering lost workers is not modelled on the "
+                                  "simulated cluster; a failure raises WorkerLost")
 
 
 def _chunk_bytes(X, n_targets):
