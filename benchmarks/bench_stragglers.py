@@ -74,15 +74,7 @@ def run_one(client, X, y, policy, kwargs, scenario, seed, tol, max_iter):
             "mean_backup": statistics.fmean(e["n_backup"] for e in h[:-1]) if len(h) > 1
             else 0.0,
             "median_round": statistics.median(e["round_seconds"] for e in h),
-            "b_counts": dict(sorted(Counter(e["n_backup"] for e in h).items())),
-            "median_cut_share": _median_cut_share(h)}
-
-
-def _median_cut_share(history):
-    """Median, over rounds with a cut, of the cut time as a share of the round time."""
-    shares = [e["cut"] / e["round_seconds"] for e in history
-              if e.get("cut") is not None and e["round_seconds"] > 0]
-    return statistics.median(shares) if shares else None
+            "b_counts": dict(sorted(Counter(e["n_backup"] for e in h[:-1]).items()))}
 
 
 def summarise(runs, log):

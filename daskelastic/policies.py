@@ -294,7 +294,7 @@ class DynamicBackupPolicy(StragglerPolicy):
       the mean per-round overhead beyond that (stopping, aggregating,
       communicating);
     - the progress ``P(b)``: the fall of ``log(gap)`` in a round.  For a ``b``
-      used at least three times in the last ``progress_window`` rounds it is
+      used at least twice in the last ``progress_window`` rounds it is
       measured (the mean fall after those rounds); for the others it is
       modelled as a power ``f^β`` of the share ``f = (K − b)/K`` of the data
       whose work is added, scaled to the measured ones, with ``β`` fitted on
@@ -305,10 +305,12 @@ class DynamicBackupPolicy(StragglerPolicy):
     rounds it tries a neighbour of the best ``b`` instead, the one tried
     least: measured progress also reflects what the model cannot, such as
     the bolder local steps (``σ′ = γ(K − b)``) of a larger ``b``.  While the
-    best ``b`` stays the same from one exploration to the next, the interval
-    doubles (up to ``8 × explore_every``): an exploration round is a round
-    spent on a ``b`` believed worse, and once the choice is settled they
-    should be rare.  The estimates are recorded in ``history_`` with every
+    best ``b`` stays the same from one exploration to the next and both its
+    neighbours have measured progress, the interval doubles (up to
+    ``4 × explore_every``): an exploration round is a round spent on a ``b``
+    believed worse, and once the choice is settled they should be rarer; as
+    soon as a neighbour's measurements leave the progress window, the
+    interval returns to ``explore_every``.  The estimates are recorded in ``history_`` with every
     round.
 
     Parameters
@@ -385,7 +387,7 @@ class DynamicBackupPolicy(StragglerPolicy):
         Returns
         -------
         dict
-            Measured means for the ``b`` seen at least three times in the last
+            Measured means for the ``b`` seen at least twice in the last
             ``progress_window`` rounds, the scaled model for the others.
         """
         K = n_workers
@@ -437,8 +439,11 @@ class DynamicBackupPolicy(StragglerPolicy):
                 explored = True
                 self._since_explore = 0
                 # the best held since the last exploration: explore half as often
-                settled = best == self._explored_best
-                self._interval = (min(2 * self._interval, 8 * self.explore_every)
+                # back off only while the neighbours' progress is measured:
+                # otherwise an exploration would be a round spent for nothing
+                settled = best == self._explored_best and all(
+                    self._measured(b) >= _MIN_MEASURED for b in neighbours)
+                self._interval = (min(2 * self._interval, 4 * self.explore_every)
                                   if settled else self.explore_every)
                 self._explored_best = best
         estimate = {"rates": {b: float(v) for b, v in rates.items()},
@@ -447,6 +452,10 @@ class DynamicBackupPolicy(StragglerPolicy):
                     "round_seconds": float(order_stats[K - chosen - 1] + overhead)}
         return RoundPlan(wait_for=K - chosen, late="drop", n_backup=chosen,
                          max_used=K - chosen, estimate=estimate)
+
+    def _measured(self, b):
+        """Rounds with ``b`` among the gap falls kept."""
+        return sum(1 for bb, _ in self._falls if bb == b)
 
     def progress_exponent(self):
         """``β`` of the progress model ``Δlog(gap) ∝ f^β``.
@@ -544,7 +553,7 @@ def _overhead(record):
 
 #: Rounds a ``b`` must have been used (within the progress window) before
 #: its measured mean fall of ``log(gap)`` replaces the model.
-_MIN_MEASURED = 3
+_MIN_MEASURED = 2
 
 #: Policy names accepted by ``straggler_policy``.
 STRAGGLER_POLICIES = {"wait": WaitPolicy, "backup": BackupPolicy,
