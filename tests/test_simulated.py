@@ -325,6 +325,60 @@ def test_convergence_scale_in_on_the_simulated_cluster(flights_600):
     assert again.history_ == elastic.history_
 
 
+def _holding_is_consistent(backend, n_chunks, lost=()):
+    """placement, describe() and gather_alpha() agree; every chunk once (or lost)."""
+    placement = backend.placement
+    held = sorted(c for cids in placement.values() for c in cids)
+    assert sorted(held + list(lost)) == list(range(n_chunks))
+    assert sorted(backend.gather_alpha()) == held
+    state = backend.describe()
+    assert all(cids for cids in placement.values())
+    assert {n: s["chunks"] for n, s in state.items()
+            if s["rows"] and s["state"] != "failed"} == placement
+    assert all(state[n]["state"] in ("up", "leaving") for n in placement)
+
+
+def test_a_failure_during_a_chunk_move_leaves_the_backend_consistent(flights_600):
+    """WorkerLost raised while chunks are on the wire: placement follows the moves."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    events = [ClusterEvent(0.0, "join"), ClusterEvent(1e-4, "fail", worker=2)]
+    backend = SimulatedBackend(problem, chunks,
+                               ClusterModel(n_workers=4, events=events,
+                                            rebalance_on_join=False, **_NETWORK))
+    assert backend.between_rounds({}) == {}           # the joiner arrives, idle
+    moves = [(c, "sim-00000", "sim-00004") for c in backend.placement["sim-00000"]]
+    with pytest.raises(WorkerLost) as info:
+        backend.move_chunks(moves)                    # takes > 5e-4 virtual seconds
+    assert info.value.worker == "sim-00002"
+    assert sorted(backend.placement) == ["sim-00001", "sim-00003", "sim-00004"]
+    _holding_is_consistent(backend, 16, lost=info.value.chunks)
+
+
+def test_a_failure_during_a_departure_releases_the_leaver(flights_600):
+    """The leaving worker's chunks moved: it is released even though the move failed."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    events = [ClusterEvent(0.0, "leave", worker=0), ClusterEvent(1e-4, "fail", worker=2)]
+    backend = SimulatedBackend(problem, chunks,
+                               ClusterModel(n_workers=4, events=events, **_NETWORK))
+    with pytest.raises(WorkerLost):
+        backend.between_rounds({})
+    state = backend.describe()
+    assert state["sim-00000"]["state"] == "left" and state["sim-00000"]["rows"] == 0
+    assert "sim-00000" not in backend.live_workers()
+    assert sorted(backend.placement) == ["sim-00001", "sim-00003"]
+    _holding_is_consistent(backend, 16, lost=state["sim-00002"]["chunks"])
+
+
+def test_releasing_an_unknown_simulated_worker_is_an_error(flights_600):
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    backend = SimulatedBackend(problem, chunks, ClusterModel(n_workers=4, **_NETWORK))
+    with pytest.raises(ValueError, match="no simulated workers"):
+        backend.release(["sim-00009"])
+
+
 @pytest.mark.slow
 def test_a_thousand_virtual_workers_fit_the_full_flights_table():
     """1,000 workers of ~327 rows each: a few minutes of wall time on two cores."""

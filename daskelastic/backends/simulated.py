@@ -812,8 +812,10 @@ class SimulatedBackend(Backend):
         busiest = max([*sent.values(), *received.values()], default=0)
         seconds = self.model.transfer_seconds(busiest) if moves else 0.0
         self.log.append((self._now, why, None, {"moves": len(moves), "seconds": seconds}))
-        self._advance(self._now + seconds)
+        # the chunks have moved: hold them before the clock passes events (a
+        # failure raises WorkerLost from _advance)
         self._update_holding()
+        self._advance(self._now + seconds)
         return seconds
 
     def _update_holding(self):
@@ -848,11 +850,14 @@ class SimulatedBackend(Backend):
                 if cid is None or rows[dst] + self.chunk_sizes[cid] > target:
                     break
                 plan(cid, src, dst)
-        self.move_chunks(moves, why="rebalance")
-        for src in leaving:
-            self._release(self._workers[src], self._now, "left")
-        self._update_holding()
-        self._joined = [n for n in self._joined if n not in joined]
+        try:
+            self.move_chunks(moves, why="rebalance")
+        finally:
+            # also when a failure during the move raises WorkerLost
+            for src in leaving:
+                if self._workers[src].solver.n_rows == 0:
+                    self._release(self._workers[src], self._now, "left")
+            self._joined = [n for n in self._joined if n not in joined]
 
     # -- the ElasticController's interface ------------------------------------
     @property
@@ -899,7 +904,17 @@ class SimulatedBackend(Backend):
             Otherwise they stay up, idle, and are still billed.
         target : int, optional
             The fit's target number of workers (unused).
+
+        Raises
+        ------
+        ValueError
+            When a worker is not one of the simulated cluster's.
+        RuntimeError
+            When a worker still holds chunks.
         """
+        unknown = [w for w in workers if w not in self._workers]
+        if unknown:
+            raise ValueError(f"no simulated workers {unknown}")
         held = [w for w in workers if self._workers[w].solver.n_rows]
         if held:
             raise RuntimeError(f"workers {held} still hold chunks: move them first")
