@@ -178,7 +178,7 @@ class ClusterModel:
         workers at the next round boundary; otherwise it idles (and is
         billed).  In a fit with a target number of workers the elastic
         controller places joiners instead, up to the target
-        (:meth:`SimulatedBackend.defer_joins`).
+        (:meth:`~daskelastic.backends.simulated.SimulatedBackend.defer_joins`).
     seed : int
         Seed of the speeds drawn from ``speed_spread``.
 
