@@ -15,7 +15,9 @@ backend what they call for:
   measured speed, slowest worker) would fall by ``rebalance_gain`` by moving
   chunks, they move;
 - **joins**: workers that appear in the cluster during the fit get chunks
-  while the fit has fewer workers than its target;
+  while the fit has fewer workers than its target (the simulated backend
+  places joiners itself while the fit has no target; this controller does
+  not move them again, and takes joins over once there is a target);
 - **losses**: a worker that died has its chunks re-read from the input onto
   live workers with ``α = 0`` (the driver recomputes ``w`` from the surviving
   ``α``).
@@ -55,16 +57,20 @@ class ElasticController:
         Decides the number of workers after each round.
     release_workers : {"auto", True, False}
         What becomes of the workers a scale-in lets go: ``True`` retires them
-        through the scheduler; ``False`` just stops using them; ``"auto"``
-        retires them when the fit started its cluster itself, leaves them to
-        an attached :class:`~daskelastic.ElasticAdaptive` (which closes them),
-        and otherwise just stops using them.
+        through the scheduler (on a simulated cluster: they leave it and
+        their billing stops); ``False`` just stops using them (a simulated
+        worker stays up, idle and billed); ``"auto"`` retires them when the
+        fit started its cluster itself (always on a simulated cluster),
+        leaves them to an attached :class:`~daskelastic.ElasticAdaptive`
+        (which closes them), and otherwise just stops using them.
     max_workers : int, optional
         Never take in joining workers beyond this many (default: no limit).
     check_interval : float, optional
         Seconds between checks of the cluster's workers (joins and losses),
-        on the backend's clock (virtual seconds on a simulated cluster);
-        ``daskelastic.elastic.check-interval`` by default.
+        on the backend's clock (virtual seconds on a simulated cluster); by
+        default the backend's ``check_interval`` when it has one (0 on a
+        simulated cluster, where a check is free), else
+        ``daskelastic.elastic.check-interval``.
     rebalance : "auto" or bool, optional
         Rebalance chunks by measured throughput; ``"auto"``: only with a
         scaling policy (rebalancing follows timings: a fit with fixed workers
@@ -106,6 +112,8 @@ class ElasticController:
             rebalance = scaling_policy.name != "fixed"
         self.rebalance = bool(rebalance)
         if check_interval is None:
+            check_interval = getattr(backend, "check_interval", None)
+        if check_interval is None:
             check_interval = config.get("elastic.check-interval")
         if rebalance_gain == "config":
             rebalance_gain = config.get("elastic.rebalance-gain")
@@ -123,6 +131,7 @@ class ElasticController:
         # workers whose chunk set changed: their next round repacks its rows,
         # which is not their speed
         self._repacking = set()
+        self._own_joins()
 
     # -- observing ------------------------------------------------------------
     def observe(self, entry, results):
@@ -191,7 +200,10 @@ class ElasticController:
             if lost:
                 events.append(self.recover(lost, settlements=settlements))
                 settled = alpha_reset = True
-            joined = [w for w in live if w not in self._seen]
+            # a joiner that already holds chunks was placed by the backend
+            # (a simulated cluster without a target): it is not moved again
+            placement = self.backend.placement
+            joined = [w for w in live if w not in self._seen and w not in placement]
             self._seen.update(live)
         decision = self.policy.target(len(self.backend.placement))
         entry["scaling"] = {"target": decision.target, "reason": decision.reason,
@@ -238,11 +250,18 @@ class ElasticController:
         self.backend.release(release, retire=retire, target=target)
         t2 = self.backend.clock()
         self.target = target
+        self._own_joins()
         self.tracker.forget(release)
         self._rounds_on_placement = 0
         return {"event": "scale_in", "from": K, "to": len(keep), "released": release,
                 "retired": retire, "moves": len(moves),
                 "move_seconds": t1 - t0, "release_seconds": t2 - t1}
+
+    def _own_joins(self):
+        # with a target, joiners are placed here (only while K < target), not
+        # by a backend that would place them itself
+        if self.target is not None and hasattr(self.backend, "defer_joins"):
+            self.backend.defer_joins()
 
     def _retire(self):
         if self.release_workers is True:

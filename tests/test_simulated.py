@@ -325,6 +325,142 @@ def test_convergence_scale_in_on_the_simulated_cluster(flights_600):
     assert again.history_ == elastic.history_
 
 
+def _holding_is_consistent(backend, n_chunks, lost=()):
+    """placement, describe() and gather_alpha() agree; every chunk once (or lost)."""
+    placement = backend.placement
+    held = sorted(c for cids in placement.values() for c in cids)
+    assert sorted(held + list(lost)) == list(range(n_chunks))
+    assert sorted(backend.gather_alpha()) == held
+    state = backend.describe()
+    assert all(cids for cids in placement.values())
+    assert {n: s["chunks"] for n, s in state.items()
+            if s["rows"] and s["state"] != "failed"} == placement
+    assert all(state[n]["state"] in ("up", "leaving") for n in placement)
+
+
+def _scale_in_to_two(X, y, events=(), **kwargs):
+    """4 workers, 16 chunks, a scale-in to 2 workers after round 2."""
+    problem, chunks = _problem(X, y, n_chunks=16)
+    backend = SimulatedBackend(problem, chunks,
+                               ClusterModel(n_workers=4, events=events, **_NETWORK))
+    errors = []
+    result = run_cocoa(backend, problem, tol=1e-6, max_iter=500,
+                       scaling_policy=ScheduledScaling({2: 2}),
+                       round_hook=_alpha_checker(errors), **kwargs)
+    assert result.converged and max(errors) < 1e-12
+    _holding_is_consistent(backend, 16)
+    return backend, result
+
+
+def test_a_join_after_a_scale_in_does_not_raise_the_workers_above_the_target(flights_600):
+    """The controller owns joins under a target: the joiner idles (billed), K stays."""
+    X, y = flights_600
+    _, plain = _scale_in_to_two(X, y)
+    after = plain.history[4]["time"]          # two rounds after the scale-in
+    backend, result = _scale_in_to_two(X, y, events=[ClusterEvent(after, "join")])
+    counts = [h["n_workers"] for h in result.history]
+    assert counts[:3] == [4] * 3 and set(counts[3:]) == {2}
+    state = backend.describe()
+    assert state["sim-00004"]["state"] == "up" and state["sim-00004"]["rows"] == 0
+    assert state["sim-00004"]["billed_seconds"] > 0
+    assert [e[1] for e in backend.log] == ["move", "release", "release", "join"]
+    assert not any(ev["event"] == "join" for h in result.history for ev in h["events"])
+
+
+def test_a_joiner_takes_a_departed_workers_place_up_to_the_target(flights_600):
+    """Below the target (a kept worker left), the controller places the joiner."""
+    X, y = flights_600
+    _, plain = _scale_in_to_two(X, y)
+    t = plain.history[4]["time"]
+    events = [ClusterEvent(t, "leave", worker=3), ClusterEvent(t + 0.004, "join"),
+              ClusterEvent(t + 0.004, "join")]
+    backend, result = _scale_in_to_two(X, y, events=events)
+    counts = [h["n_workers"] for h in result.history]
+    assert counts[:3] == [4] * 3 and 1 in counts and counts[-1] == 2 and max(counts[3:]) == 2
+    joins = [ev for h in result.history for ev in h["events"] if ev["event"] == "join"]
+    assert len(joins) == 1 and joins[0]["joined"] == ["sim-00004"]
+    state = backend.describe()
+    assert state["sim-00004"]["rows"] > 0 and state["sim-00005"]["rows"] == 0
+    assert [e[1] for e in backend.log].count("rebalance") == 1     # the leave only
+
+
+def test_max_workers_caps_the_joiners_on_the_simulated_cluster(flights_600):
+    """max_workers is a target from the start: a second joiner idles."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    events = [ClusterEvent(0.005, "join"), ClusterEvent(0.005, "join")]
+    backend = SimulatedBackend(problem, chunks,
+                               ClusterModel(n_workers=4, events=events, **_NETWORK))
+    errors = []
+    result = run_cocoa(backend, problem, tol=1e-6, max_iter=500, max_workers=5,
+                       round_hook=_alpha_checker(errors))
+    assert result.converged and max(errors) < 1e-12
+    assert max(h["n_workers"] for h in result.history) == 5
+    assert result.history[-1]["n_workers"] == 5
+    state = backend.describe()
+    assert state["sim-00004"]["rows"] > 0 and state["sim-00005"]["rows"] == 0
+    _holding_is_consistent(backend, 16)
+
+
+def test_a_join_in_a_fixed_fit_moves_chunks_once(flights_600):
+    """Without a target the backend places a joiner; the controller does not again."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    backend = SimulatedBackend(problem, chunks,
+                               ClusterModel(n_workers=4, events=[ClusterEvent(0.005, "join")],
+                                            **_NETWORK))
+    errors = []
+    result = run_cocoa(backend, problem, tol=1e-6, max_iter=500,
+                       round_hook=_alpha_checker(errors))
+    assert result.converged and max(errors) < 1e-12
+    counts = [h["n_workers"] for h in result.history]
+    assert counts[0] == 4 and counts[-1] == 5 and len(result.history) > 20
+    assert [e[1] for e in backend.log] == ["join", "rebalance"]
+    assert not any(h["events"] for h in result.history)
+    _holding_is_consistent(backend, 16)
+
+
+def test_a_failure_during_a_chunk_move_leaves_the_backend_consistent(flights_600):
+    """WorkerLost raised while chunks are on the wire: placement follows the moves."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    events = [ClusterEvent(0.0, "join"), ClusterEvent(1e-4, "fail", worker=2)]
+    backend = SimulatedBackend(problem, chunks,
+                               ClusterModel(n_workers=4, events=events,
+                                            rebalance_on_join=False, **_NETWORK))
+    assert backend.between_rounds({}) == {}           # the joiner arrives, idle
+    moves = [(c, "sim-00000", "sim-00004") for c in backend.placement["sim-00000"]]
+    with pytest.raises(WorkerLost) as info:
+        backend.move_chunks(moves)                    # takes > 5e-4 virtual seconds
+    assert info.value.worker == "sim-00002"
+    assert sorted(backend.placement) == ["sim-00001", "sim-00003", "sim-00004"]
+    _holding_is_consistent(backend, 16, lost=info.value.chunks)
+
+
+def test_a_failure_during_a_departure_releases_the_leaver(flights_600):
+    """The leaving worker's chunks moved: it is released even though the move failed."""
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    events = [ClusterEvent(0.0, "leave", worker=0), ClusterEvent(1e-4, "fail", worker=2)]
+    backend = SimulatedBackend(problem, chunks,
+                               ClusterModel(n_workers=4, events=events, **_NETWORK))
+    with pytest.raises(WorkerLost):
+        backend.between_rounds({})
+    state = backend.describe()
+    assert state["sim-00000"]["state"] == "left" and state["sim-00000"]["rows"] == 0
+    assert "sim-00000" not in backend.live_workers()
+    assert sorted(backend.placement) == ["sim-00001", "sim-00003"]
+    _holding_is_consistent(backend, 16, lost=state["sim-00002"]["chunks"])
+
+
+def test_releasing_an_unknown_simulated_worker_is_an_error(flights_600):
+    X, y = flights_600
+    problem, chunks = _problem(X, y, n_chunks=16)
+    backend = SimulatedBackend(problem, chunks, ClusterModel(n_workers=4, **_NETWORK))
+    with pytest.raises(ValueError, match="no simulated workers"):
+        backend.release(["sim-00009"])
+
+
 @pytest.mark.slow
 def test_a_thousand_virtual_workers_fit_the_full_flights_table():
     """1,000 workers of ~327 rows each: a few minutes of wall time on two cores."""

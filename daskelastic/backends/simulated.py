@@ -31,7 +31,8 @@ Cluster events (:class:`ClusterEvent`) happen at virtual times:
 
 - ``"join"``: a worker arrives and is billed from then on; with
   ``ClusterModel.rebalance_on_join`` it takes chunks, with their ``α``, from
-  the most loaded workers at the next round boundary.
+  the most loaded workers at the next round boundary — unless the fit has a
+  target number of workers (see below).
 - ``"leave"``: a worker announces its departure; it finishes its round, and
   at the next round boundary its chunks move, with their ``α``, to the
   least loaded remaining workers (``w`` is unchanged), then it is released.
@@ -43,10 +44,18 @@ Cluster events (:class:`ClusterEvent`) happen at virtual times:
 
 Elastic scale-in (``scaling_policy``): the backend offers the interface of
 :class:`~daskelastic.elastic.ElasticController` (``placement``,
-``move_chunks``, ``release``, ...), so the driver's controller scales in,
-rebalances by measured throughput and takes in joining workers on the virtual
-cluster as it does on Dask.  A released worker stops being billed when its
-chunks have left it.  A failure is not recovered from (see ``"fail"``).
+``move_chunks``, ``release``, ...), so the driver's controller scales in on
+the virtual cluster as it does on Dask, and checks the workers at every round
+boundary (a check is free on the virtual clock).  It rebalances by measured
+throughput as on Dask: by default in fits with a scaling policy only
+(``daskelastic.elastic.rebalance``), so a fixed fit stays reproducible.
+Joins have one owner: once the fit has a target number of workers
+(``max_workers``, or after a scale-in) the controller places joiners, as on
+Dask, and only while the fit has fewer workers than the target (others idle
+and are billed); before that, the backend places them by rows
+(``rebalance_on_join``) and the controller does not move them again.  A
+released worker stops being billed when its chunks have left it.  A failure
+is not recovered from (see ``"fail"``).
 
 Moving chunks costs virtual time: every worker's link carries the bytes of
 the chunks (and their ``α``) it sends or receives, and the move takes one
@@ -166,7 +175,10 @@ class ClusterModel:
         value asks "what if the solvers checked more often".
     rebalance_on_join : bool
         Give a joining worker chunks (with their ``α``) from the most loaded
-        workers at the next round boundary; otherwise it idles (and is billed).
+        workers at the next round boundary; otherwise it idles (and is
+        billed).  In a fit with a target number of workers the elastic
+        controller places joiners instead, up to the target
+        (:meth:`~daskelastic.backends.simulated.SimulatedBackend.defer_joins`).
     seed : int
         Seed of the speeds drawn from ``speed_spread``.
 
@@ -478,6 +490,11 @@ class SimulatedBackend(Backend):
     #: the workers a scale-in lets go (they stop being billed).
     owns_cluster = True
 
+    #: Virtual seconds between the elastic controller's checks for joined and
+    #: lost workers: a check is free here, so every round boundary, whatever
+    #: the fit's length.
+    check_interval = 0.0
+
     def __init__(self, problem, chunks, model):
         self.problem = problem
         self.model = model
@@ -507,7 +524,9 @@ class SimulatedBackend(Backend):
         self._now = 0.0
         self._events = list(model.events)
         self._lost = None
-        self._joined = []            # joined workers not given chunks yet
+        self._joined = []            # joined workers the backend has not placed yet
+        self._arrived = set()        # every worker that joined during the fit
+        self._controller_joins = False   # see defer_joins()
         self._holding = [n for n in names if self._workers[n].solver.n_rows > 0]
         self._round = None           # (round_id, w, inv_lam_n, sigma, seed)
         self._runs = {}              # worker -> _Run of the running round
@@ -552,6 +571,7 @@ class SimulatedBackend(Backend):
                                  self.problem.intercept_scaling)
             self._workers[name] = _Worker(name, event.speed, price, t, solver)
             self._joined.append(name)
+            self._arrived.add(name)
             self.log.append((t, "join", name, None))
             return
         name = self._resolve(event.worker)
@@ -605,7 +625,8 @@ class SimulatedBackend(Backend):
 
         Chunks of leaving workers move to the least loaded staying workers;
         with ``ClusterModel.rebalance_on_join``, joined workers take chunks
-        from the most loaded ones.  The moves take virtual time.
+        from the most loaded ones (unless the elastic controller places
+        joiners, see :meth:`defer_joins`).  The moves take virtual time.
 
         Parameters
         ----------
@@ -626,9 +647,11 @@ class SimulatedBackend(Backend):
         self._advance(self._now)
         self.settle(settlements)
         leaving = [n for n in self._holding if self._workers[n].state == "leaving"]
-        joined = [n for n in self._joined if self._workers[n].state == "up"]
-        if leaving or (joined and self.model.rebalance_on_join):
-            self._rebalance(leaving, joined if self.model.rebalance_on_join else [])
+        joined = []
+        if self.model.rebalance_on_join and not self._controller_joins:
+            joined = [n for n in self._joined if self._workers[n].state == "up"]
+        if leaving or joined:
+            self._rebalance(leaving, joined)
         return {}
 
     def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
@@ -812,8 +835,10 @@ class SimulatedBackend(Backend):
         busiest = max([*sent.values(), *received.values()], default=0)
         seconds = self.model.transfer_seconds(busiest) if moves else 0.0
         self.log.append((self._now, why, None, {"moves": len(moves), "seconds": seconds}))
-        self._advance(self._now + seconds)
+        # the chunks have moved: hold them before the clock passes events (a
+        # failure raises WorkerLost from _advance)
         self._update_holding()
+        self._advance(self._now + seconds)
         return seconds
 
     def _update_holding(self):
@@ -848,11 +873,14 @@ class SimulatedBackend(Backend):
                 if cid is None or rows[dst] + self.chunk_sizes[cid] > target:
                     break
                 plan(cid, src, dst)
-        self.move_chunks(moves, why="rebalance")
-        for src in leaving:
-            self._release(self._workers[src], self._now, "left")
-        self._update_holding()
-        self._joined = [n for n in self._joined if n not in joined]
+        try:
+            self.move_chunks(moves, why="rebalance")
+        finally:
+            # also when a failure during the move raises WorkerLost
+            for src in leaving:
+                if self._workers[src].solver.n_rows == 0:
+                    self._release(self._workers[src], self._now, "left")
+            self._joined = [n for n in self._joined if n not in joined]
 
     # -- the ElasticController's interface ------------------------------------
     @property
@@ -864,16 +892,31 @@ class SimulatedBackend(Backend):
         """Workers of the fit that are up (holding chunks or not).
 
         A worker that joined counts once the backend has given it chunks
-        (``ClusterModel.rebalance_on_join``); without that it idles, as the
-        model says, and the controller does not see it.
+        (``ClusterModel.rebalance_on_join``) or, after :meth:`defer_joins`,
+        as soon as it arrives, for the controller to place.  Otherwise a
+        joiner without chunks idles, as the model says, and the controller
+        does not see it.
 
         Returns
         -------
         list of str
             Their names, in order.
         """
+        visible = self._controller_joins and self.model.rebalance_on_join
         return sorted(n for n, wk in self._workers.items()
-                      if wk.state in ("up", "leaving") and n not in self._joined)
+                      if wk.state in ("up", "leaving")
+                      and (visible or n not in self._arrived or wk.solver.n_rows > 0))
+
+    def defer_joins(self):
+        """Leave joining workers to the elastic controller from now on.
+
+        The controller calls this once its fit has a target number of
+        workers (``max_workers``, or a scale-in): joiners are then placed by
+        the controller, only while the fit has fewer workers than the target,
+        and the backend stops giving them chunks at round boundaries.  Without
+        ``ClusterModel.rebalance_on_join`` joiners idle either way.
+        """
+        self._controller_joins = True
 
     def add_workers(self, workers):
         """Make joined ``workers`` available for chunks (they already are: no-op).
@@ -899,7 +942,17 @@ class SimulatedBackend(Backend):
             Otherwise they stay up, idle, and are still billed.
         target : int, optional
             The fit's target number of workers (unused).
+
+        Raises
+        ------
+        ValueError
+            When a worker is not one of the simulated cluster's.
+        RuntimeError
+            When a worker still holds chunks.
         """
+        unknown = [w for w in workers if w not in self._workers]
+        if unknown:
+            raise ValueError(f"no simulated workers {unknown}")
         held = [w for w in workers if self._workers[w].solver.n_rows]
         if held:
             raise RuntimeError(f"workers {held} still hold chunks: move them first")
