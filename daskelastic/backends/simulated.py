@@ -967,6 +967,17 @@ class SimulatedBackend(Backend):
     def recover(self, lost, *, discard_round=None, settlements=None, speeds=None):
         """Not modelled: a failure stops a simulated fit with :class:`WorkerLost`.
 
+        Parameters
+        ----------
+        lost : list of str
+            The workers that failed.
+        discard_round : int, optional
+            The round to discard (as in ``DaskBackend.recover``).
+        settlements : dict, optional
+            The last round's settlements.
+        speeds : dict, optional
+            Measured worker speeds for placing the re-read chunks.
+
         Raises
         ------
         NotImplementedError
