@@ -1,4 +1,4 @@
-"""Straggler policies on a simulated cluster of 64, 256 and 1,024 virtual workers.
+r"""Straggler policies on a simulated cluster of 64, 256 and 1,024 virtual workers.
 
 What it measures: L2-regularised logistic regression (C = 0.01, with intercept,
 daskelastic's defaults otherwise) on the full flights table (327,346 × 4,198
@@ -8,7 +8,7 @@ duality gap is at most ``--tol`` (1e-3).  For each cluster size K, straggler
 model and policy it reports the *virtual* time to the target, the rounds, and
 the cost (worker-seconds: every worker is billed from the start of the fit).
 Each fit runs the real solvers in one process; a fit on 1,024 workers took
-2 to 5 minutes of wall time on a shared two-core machine.
+30 to 90 s of wall time on a shared two-core machine (load average ~4).
 
 The cluster (:class:`daskelastic.ClusterModel`): compute rate calibrated once
 on this machine's solver (printed; every K uses the same rate), 0.5 ms
@@ -221,7 +221,10 @@ def plot(results, path, title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog=__doc__[__doc__.index("Reproduce"):],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--stragglers", nargs="+", default=["random", "heavy"])
     parser.add_argument("--tol", type=float, default=1e-3)
