@@ -256,6 +256,17 @@ def table(rows, headers):
     return "\n".join(lines)
 
 
+def rst_simple_table(headers, body):
+    """A reStructuredText simple table (lists of str), ready for the docs."""
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
+    rule = "  ".join("=" * w for w in widths)
+
+    def line(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return "\n".join([rule, line(headers), rule, *(line(b) for b in body), rule])
+
+
 def fmt_s(x):
     return "—" if x is None else f"{x:.3g}"
 

@@ -55,7 +55,7 @@ import time
 import warnings
 
 import numpy as np
-from _common import Tee, environment, table, write_results
+from _common import Tee, environment, rst_simple_table, table, write_results
 
 SIZES = (64, 256, 1024)
 
@@ -171,10 +171,7 @@ def rst_table(rows):
                              _s(r["cost"]), _ratio(wait and wait["time"], r["time"])])
     headers = ["K", "stragglers", "policy", "virtual s", "rounds", "cost (worker-s)",
                "vs wait"]
-    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
-    rule = "  ".join("=" * w for w in widths)
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([rule, line(headers), rule, *(line(b) for b in body), rule])
+    return rst_simple_table(headers, body)
 
 
 def _s(x):

@@ -54,8 +54,8 @@ import time
 import warnings
 
 import numpy as np
-from _common import Tee, environment, table, write_results
-from bench_simulated import calibrate, cluster, straggler_models
+from _common import Tee, environment, rst_simple_table, table, write_results
+from bench_simulated import _i, _s, calibrate, cluster, straggler_models
 
 SIZES = (64, 256, 1024)
 
@@ -195,18 +195,7 @@ def rst_table(rows, min_fixed):
     headers = ["configuration", "stragglers", "virtual s", "rounds", "cost (worker-s)",
                "K at tol", "speed vs fastest fixed", "speed vs fixed start",
                "cost saving vs fixed start"]
-    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
-    rule = "  ".join("=" * w for w in widths)
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([rule, line(headers), rule, *(line(b) for b in body), rule])
-
-
-def _s(x):
-    return "—" if x is None else f"{x:.4g}"
-
-
-def _i(x):
-    return "—" if x is None else str(x)
+    return rst_simple_table(headers, body)
 
 
 def _div(ref, x):
