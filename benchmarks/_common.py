@@ -346,6 +346,13 @@ def write_results(name, results, csv_rows, log, plot, title):
     log(f"wrote {base}.{{json,csv,txt,png}}")
 
 
+def read_results(names):
+    """The JSON results of earlier runs, by name (``results/<name>.json``), in order."""
+    import json
+
+    return [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
+
+
 def write_json(path, obj):
     RESULTS.mkdir(exist_ok=True)
 

@@ -55,7 +55,7 @@ import time
 import warnings
 
 import numpy as np
-from _common import Tee, environment, rst_simple_table, table, write_results
+from _common import Tee, environment, read_results, rst_simple_table, table, write_results
 
 SIZES = (64, 256, 1024)
 
@@ -292,12 +292,8 @@ def finish(name, rows, tol, rate, C, env, verdicts, log):
 
 def combine(args):
     """One table, csv and plot from the runs ``args.combine`` (run separately)."""
-    import json
-
-    from _common import RESULTS
-
     log = Tee()
-    parts = [json.loads((RESULTS / f"{n}.json").read_text()) for n in args.combine]
+    parts = read_results(args.combine)
     rows = [r for p in parts for r in p["rows"]]
     rows.sort(key=lambda r: r["K"])
     first = parts[0]

@@ -54,7 +54,7 @@ import time
 import warnings
 
 import numpy as np
-from _common import Tee, environment, rst_simple_table, table, write_results
+from _common import Tee, environment, read_results, rst_simple_table, table, write_results
 from bench_simulated import _i, _s, calibrate, cluster, straggler_models
 
 SIZES = (64, 256, 1024)
@@ -320,12 +320,8 @@ def finish(name, rows, tol, rate, C, min_fixed, policy, acceleration, env, log):
 
 def combine(args):
     """One table, csv and plot from the runs ``args.combine`` (run separately)."""
-    import json
-
-    from _common import RESULTS
-
     log = Tee()
-    parts = [json.loads((RESULTS / f"{n}.json").read_text()) for n in args.combine]
+    parts = read_results(args.combine)
     seen, rows = set(), []
     for p in parts:
         for r in p["rows"]:

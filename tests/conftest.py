@@ -40,6 +40,15 @@ def flights_small():
 
 
 @pytest.fixture(scope="session")
+def flights(flights_small):
+    """3,000 real flights, one-hot (the columns seen at least once)."""
+    X, y = flights_small
+    X = X[:3000]
+    keep = np.asarray((X != 0).sum(axis=0)).ravel() > 0
+    return X[:, keep].tocsr(), y[:3000]
+
+
+@pytest.fixture(scope="session")
 def fertility_small():
     """6,000 rows of the real AER Fertility table, dense (7 columns)."""
     from daskelastic.datasets import load_fertility

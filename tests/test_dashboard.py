@@ -36,15 +36,6 @@ FIGURE_TITLES = {"Relative duality gap", "Primal and dual objectives",
 COLORS_CHECKED = {k: COLORS[k] for k in ("duality_gap", "primal", "n_workers", "used", "rows")}
 
 
-@pytest.fixture(scope="module")
-def flights(flights_small):
-    """3,000 real flights, one-hot (the columns seen at least once)."""
-    X, y = flights_small
-    X = X[:3000]
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() > 0
-    return X[:, keep].tocsr(), y[:3000]
-
-
 def _local(link):
     """The link on 127.0.0.1 (the test cluster's dashboard listens on every interface)."""
     port = link.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]

@@ -17,15 +17,6 @@ from daskelastic.monitoring.records import (
 )
 
 
-@pytest.fixture(scope="module")
-def flights(flights_small):
-    """3,000 real flights, one-hot (the columns seen at least once)."""
-    X, y = flights_small
-    X = X[:3000]
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() > 0
-    return X[:, keep].tocsr(), y[:3000]
-
-
 def _entry(r, t, gap, workers=2, seconds=None, **extra):
     seconds = seconds or {f"w{k}": 0.01 * (k + 1) for k in range(workers)}
     return {"round": r, "time": t, "duality_gap": gap, "primal": 1.0, "dual": 1.0 - gap,
