@@ -143,9 +143,15 @@ def _logistic_step(y, a, c, z, q):
     else:
         u = -yz - qc * (0.5 - beta0)  # the root when σ(u) ≈ 1/2, inside the bracket
     step_before = hi - lo
+    # After a Newton step s the root is within ½·max|g''|·s² ≤ qc·s²/20 of the
+    # new iterate (|g'| ≥ 1): stop there once that bound meets the tolerance,
+    # without a further step to confirm it.
+    half_curv = 0.05 * qc
     for _ in range(_NEWTON_MAX_ITER):
         sig = 1.0 / (1.0 + math.exp(-u))
         g = -u - yz - qc * (sig - beta0)
+        if g == 0.0:
+            break
         if g > 0.0:
             lo = u
         else:
@@ -154,15 +160,17 @@ def _logistic_step(y, a, c, z, q):
         newton = u + g / slope
         # Newton inside the bracket while it at least halves the step;
         # otherwise bisect (the sigmoid term can make Newton oscillate)
-        if lo < newton < hi and abs(2.0 * g) <= abs(step_before * slope):
+        if lo <= newton <= hi and abs(2.0 * g) <= abs(step_before * slope):
             step = newton - u
             u = newton
+            if min(abs(step), half_curv * step * step) <= 1e-9 * (1.0 + abs(u)):
+                break
         else:
             step = 0.5 * (hi - lo)
             u = lo + step
+            if abs(step) <= 1e-9 * (1.0 + abs(u)):
+                break
         step_before = step
-        if abs(step) <= 1e-9 * (1.0 + abs(u)):
-            break
     return y * c / (1.0 + math.exp(-u))
 
 
@@ -190,7 +198,8 @@ def coordinate_step(loss, y, a, c, z, q):
         beta_new = min(max(beta + (1.0 - y * z) / q, 0.0), c)
         return y * beta_new
     if loss == SQUARED_HINGE:
-        beta_new = max(0.0, (1.0 - y * z + q * a * y) / (q + 0.5 / c))
+        # (1 - yz + q·a·y) / (q + 1/(2c)), with one division
+        beta_new = max(0.0, c * (1.0 - y * z + q * a * y) / (q * c + 0.5))
         return y * beta_new
     # squared: unconstrained
     return (y - z + q * a) / (q + 1.0 / c)
