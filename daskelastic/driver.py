@@ -36,10 +36,31 @@ INJECTED_SLOWDOWN = contextvars.ContextVar("daskelastic_injected_slowdown", defa
 class WorkersLost(RuntimeError):
     """Raised by a backend when workers died during a round.
 
-    Attributes
+    :meth:`DaskBackend.wait_results
+    <daskelastic.backends.dask.DaskBackend.wait_results>` raises it when a
+    worker's round call failed because the worker is gone.  :func:`run_cocoa`
+    catches it on a backend with elastic operations: the elastic controller
+    (:meth:`~daskelastic.elastic.ElasticController.recover`) discards the
+    round on the live workers and re-reads the lost workers' chunks onto them
+    with ``α = 0``, ``w`` is recomputed from the surviving ``α`` and the round
+    runs again.  On any other backend the error propagates.  The simulated
+    backend raises its own :class:`~daskelastic.backends.simulated.WorkerLost`
+    instead, which is not recovered from.
+
+    Parameters
     ----------
-    workers : list
-        The lost workers.
+    workers : iterable
+        The lost workers (addresses on Dask); kept as the list attribute
+        ``workers``.
+
+    Examples
+    --------
+    >>> from daskelastic.driver import WorkersLost
+    >>> error = WorkersLost(["tcp://10.0.0.5:40000"])
+    >>> error.workers
+    ['tcp://10.0.0.5:40000']
+    >>> print(error)
+    lost workers ['tcp://10.0.0.5:40000']
     """
 
     def __init__(self, workers):
@@ -112,9 +133,9 @@ class Backend:
     without starting a round.  A settlement is ``(round_id, gamma)``: commit
     ``γ·Δα`` of that round, or discard it when ``gamma`` is ``None``.
 
-    This is a base class; the backends are ``InProcessBackend`` (workers in
-    this process, ``daskelastic.backends.inprocess``), ``DaskBackend``
-    (``daskelastic.backends.dask``) and
+    This is a base class; the backends are
+    :class:`~daskelastic.backends.inprocess.InProcessBackend` (workers in
+    this process), :class:`~daskelastic.backends.dask.DaskBackend` and
     :class:`~daskelastic.backends.simulated.SimulatedBackend`.
 
     Examples
@@ -300,16 +321,47 @@ class Backend:
 class FitResult:
     """Outcome of :func:`run_cocoa`.
 
-    Attributes
+    The parameters are kept as attributes of the same names.
+
+    Parameters
     ----------
     w : ndarray of shape (d + 1, m)
+        The final iterate: one column per target, the feature coefficients,
+        then the intercept coefficient in the last row (the intercept is
+        ``intercept_scaling`` times it).
     n_iter : int
-        Committed rounds.
+        Committed rounds.  The last round of a fit only certifies ``w`` (its
+        proposals are discarded), so ``n_iter`` is one less than the number
+        of history entries.
     converged : bool
+        Whether the relative duality gap at ``w`` reached ``tol`` (a fit
+        stopped by ``max_iter`` or by the callback before that has not).
     objective : daskelastic.objective.Objective
-        Certified values at ``w``.
+        Primal and dual values and the duality gap certified at ``w``.
     history : list of dict
-        One entry per round (see :func:`run_cocoa`).
+        One entry per round, the last included, with the keys listed in
+        :func:`run_cocoa`; also ``events``, the elastic operations of the
+        round (lost workers recovered from while it ran; scale-in, joins,
+        rebalancing and lost workers after it), and, on an elastic backend,
+        ``scaling``: the scaling policy's decision after the round (not on
+        the last entry).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.backends import InProcessBackend
+    >>> from daskelastic.driver import Problem, run_cocoa
+    >>> from daskelastic.placement import make_chunks, split_rows
+    >>> X = np.random.default_rng(0).normal(size=(200, 2))
+    >>> Y = np.sign(X[:, :1])
+    >>> problem = Problem(loss=2, lam=1e-2, n_samples=200, n_features=2, n_targets=1,
+    ...                   intercept_scaling=1.0)
+    >>> chunks = make_chunks(X, Y, np.ones(200), split_rows(200, n_chunks=2))
+    >>> result = run_cocoa(InProcessBackend(problem, chunks), problem, tol=1e-3)
+    >>> result.converged, result.w.shape, result.n_iter == len(result.history) - 1
+    (True, (3, 1), True)
+    >>> bool(result.objective.relative_gap <= 1e-3)
+    True
     """
 
     w: np.ndarray

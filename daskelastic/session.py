@@ -16,7 +16,21 @@ __all__ = ["fit_session", "current_client"]
 
 
 def current_client():
-    """The current Dask client, or None."""
+    """Return the current Dask client, or None when there is none.
+
+    This is ``distributed.Client.current(allow_global=True)``: the client made
+    current in this context with ``Client.as_current()``, else the most
+    recently started client that was set as the default (a
+    ``distributed.Client`` is, unless started with ``set_as_default=False``)
+    and is not closed.  Fits with ``backend="auto"`` or ``"dask"`` and no
+    ``client`` of their own run on it.
+
+    Returns
+    -------
+    distributed.Client or None
+        The client; None when no client is running, or when ``distributed``
+        cannot be imported.
+    """
     try:
         from distributed import Client
     except ImportError:  # pragma: no cover - distributed is a dependency
@@ -37,11 +51,71 @@ def _machine_workers():
 @contextlib.contextmanager
 def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
                 dask_input=False):
-    """Yield ``(kind, client)``: ``("inprocess", None)``, ``("simulated", None)``
-    or ``("dask", client)``.
+    """Decide where a fit runs, and provide it for the length of a ``with`` block.
 
-    An embedded cluster started here is closed when the block exits, whether
-    the fit succeeded or not.
+    The decision, in this order:
+
+    - ``backend="simulated"``: ``("simulated", None)``; ``client`` is ignored
+      (the caller builds a simulated cluster).
+    - ``backend="inprocess"``: ``("inprocess", None)``; ``client`` is ignored.
+    - Otherwise (``"auto"`` or ``"dask"``), with ``client`` given or a
+      current client (:func:`current_client`): ``("dask", client)``.  The
+      client is used as it is and left open.
+    - With no client, ``backend="auto"``, fewer than
+      ``daskelastic.embedded-threshold`` stored values and in-memory input:
+      ``("inprocess", None)``.
+    - Else a :class:`~distributed.LocalCluster` is started for the fit:
+      ``n_workers`` single-threaded worker processes, the dashboard at
+      ``daskelastic.dashboard-address``, logs below ``ERROR`` silenced; and
+      ``("dask", client)`` with a client of that cluster that is not set as
+      the default.  Cluster and client are closed when the block exits,
+      whether the fit succeeded or not.
+
+    ``backend`` is not validated here: any other value acts as ``"dask"``
+    (the estimators check it before fitting).
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        The client to fit on (``"auto"`` and ``"dask"`` only); by default the
+        current client, if any.
+    backend : {"auto", "dask", "inprocess", "simulated"}
+        Where the fit should run, as the estimators' ``backend`` parameter.
+    n_values : int
+        Stored values of the input (non-zeros of a sparse matrix, the size
+        of a dense one): with ``"auto"`` and no client, input below
+        ``daskelastic.embedded-threshold`` is fitted in this process.
+    n_workers : int, optional
+        Workers of an embedded cluster; by default as many as the CPUs this
+        process may run on.  Unused unless a cluster is started here.
+    dask_input : bool
+        Whether the input is a dask collection: it is never fitted in this
+        process (``"auto"`` starts a cluster when there is no client).
+
+    Yields
+    ------
+    kind : {"inprocess", "simulated", "dask"}
+        Which backend the fit should build.
+    client : distributed.Client or None
+        The client to fit on for ``"dask"``; None otherwise.
+
+    Raises
+    ------
+    ValueError
+        With ``backend="inprocess"`` and ``dask_input``: dask collections
+        need a Dask backend.
+
+    Examples
+    --------
+    >>> from daskelastic.session import fit_session
+    >>> with fit_session(backend="inprocess") as (kind, client):
+    ...     print(kind, client)
+    inprocess None
+    >>> with fit_session(backend="inprocess", dask_input=True) as (kind, client):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ValueError: dask collections need a Dask backend, not 'inprocess'
     """
     if backend == "simulated":
         yield "simulated", None

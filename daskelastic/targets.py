@@ -21,16 +21,46 @@ __all__ = ["TargetEncoder"]
 class TargetEncoder:
     """Encode one block of labels (or targets) and sample weights.
 
-    Attributes
+    The estimators build one encoder per fit, from the whole of ``y``, and
+    apply it to in-memory input on the client or to each block of a dask
+    collection on the workers (it is frozen and picklable).  A classifier's
+    encoder (``classes`` given) turns labels into ``±1`` columns, one-vs-rest:
+    with ``n_targets=1``, ``+1`` where the label is ``classes[1]``; otherwise
+    column ``k`` is ``+1`` where the label is ``classes[k]``.  A regressor's
+    encoder (``classes`` None) subtracts ``offset`` from the targets.  The
+    parameters are kept as attributes of the same names.
+
+    Parameters
     ----------
     classes : ndarray or None
-        Sorted class labels; None for regression.
+        Sorted class labels (as from ``numpy.unique``); None for regression.
     class_weight : ndarray or None
-        Weight per class, aligned with ``classes``.
+        Weight per class, aligned with ``classes``: a row's sample weight is
+        multiplied by the weight of its class.  None: no class weights.
     offset : ndarray or None
-        Per-target offset subtracted from regression targets.
+        Per-target offset subtracted from regression targets (the estimators
+        use their weighted mean); None subtracts nothing.
     n_targets : int
-        Columns of the encoded ``Y``.
+        Columns of the encoded ``Y`` of a classifier: 1 for two classes, else
+        the number of classes.  A regressor's ``Y`` has the columns of ``y``
+        (not checked against ``n_targets``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.targets import TargetEncoder
+    >>> encoder = TargetEncoder(classes=np.array(["a", "b", "c"]), n_targets=3)
+    >>> Y, sample_weight = encoder.encode(np.array(["b", "a", "c"]))
+    >>> Y
+    array([[-1.,  1., -1.],
+           [ 1., -1., -1.],
+           [-1., -1.,  1.]])
+    >>> binary = TargetEncoder(classes=np.array([0, 1]), class_weight=np.array([1.0, 3.0]))
+    >>> Y, sample_weight = binary.encode(np.array([0, 1, 1]), np.array([1.0, 1.0, 0.5]))
+    >>> Y.ravel(), sample_weight
+    (array([-1.,  1.,  1.]), array([1. , 3. , 1.5]))
+    >>> TargetEncoder(offset=np.array([2.0])).encode(np.array([1.0, 4.0]))[0].ravel()
+    array([-1.,  2.])
     """
 
     classes: object = None
@@ -44,12 +74,31 @@ class TargetEncoder:
         return self.classes is not None
 
     def encode(self, y, sample_weight=None):
-        """Return ``(Y, sample_weight)`` as float64 arrays for one block.
+        """Return the encoded targets and sample weights of one block.
+
+        Parameters
+        ----------
+        y : ndarray of shape (n,) or (n, m)
+            The block's labels (flattened for a classifier) or regression
+            targets (reshaped to ``n`` rows).  An array: a list is not
+            accepted.
+        sample_weight : array-like of shape (n,), optional
+            The block's sample weights; ones by default.
+
+        Returns
+        -------
+        Y : ndarray of shape (n, n_targets)
+            ``±1`` columns of a classifier, or the regression targets minus
+            ``offset`` (as many columns as ``y``), as float64.
+        sample_weight : ndarray of shape (n,)
+            The sample weights as float64, times the class weight of each
+            row's label when ``class_weight`` is set.
 
         Raises
         ------
         ValueError
-            On non-finite targets or weights, negative weights, or labels that
+            On sample weights with another number of rows than ``y``,
+            non-finite targets or weights, negative weights, or labels that
             are not in ``classes``.
         """
         n = y.shape[0]

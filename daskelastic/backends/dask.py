@@ -261,23 +261,66 @@ class DaskBackend(Backend):
     removes it from the solver and returns ``(X, Y, sample_weight, α)`` and a
     task restricted to the destination that depends on it and adds it — the
     data travels worker to worker, and ``α`` with it, so ``w`` is unchanged.
-    A worker lost mid-fit is noticed when its round call fails; its chunks
+    A worker lost mid-fit is noticed when its round call fails (or by the
+    elastic controller's check of the live workers between rounds); its chunks
     are re-read from the input (the driver-side chunks of numpy / scipy
     input, the task graph of dask input) onto live workers with ``α = 0``.
+
+    A backend holds nothing until :meth:`load_chunks` (numpy / scipy input)
+    or :meth:`load_dask` (dask arrays) places the data; :meth:`close` drops
+    the fit's state from every worker.  The fit is named by a fresh
+    ``fit_id``: one cluster can run several fits at once.
 
     Parameters
     ----------
     client : distributed.Client
+        Client of the cluster to run on.
     problem : daskelastic.driver.Problem
+        The problem the data belongs to.
     workers : list of str, optional
-        Worker addresses to use; all workers of the cluster by default.
+        Worker addresses to place chunks on; all workers of the cluster by
+        default (asked from the scheduler now).
     transport : {"actor", "task"}, optional
-        How rounds reach the workers: calls to a :class:`RoundActor` per worker
-        (direct, fast) or one task per worker per round (visible in the task
-        stream).  ``daskelastic.round-transport`` by default.
+        How rounds reach the workers: calls to a Dask actor per worker
+        (``daskelastic.backends.dask.RoundActor``: direct, fast) or one task
+        per worker per round (visible in the task stream).
+        ``daskelastic.round-transport`` by default.
     owns_cluster : bool
         Whether the fit started the cluster itself (then it may retire the
         workers it lets go with ``release_workers="auto"``).
+
+    Raises
+    ------
+    ValueError
+        When ``transport`` is neither ``"actor"`` nor ``"task"``.
+    RuntimeError
+        When the cluster has no workers.
+
+    Examples
+    --------
+    A fit on a small local cluster (what the estimators do with ``client``):
+
+    >>> import numpy as np
+    >>> from distributed import Client, LocalCluster
+    >>> from daskelastic.backends.dask import DaskBackend
+    >>> from daskelastic.driver import Problem, run_cocoa
+    >>> from daskelastic.placement import make_chunks, split_rows
+    >>> X = np.random.default_rng(0).normal(size=(4000, 5))
+    >>> Y = np.sign(X[:, :1] + 0.1)
+    >>> problem = Problem(loss=2, lam=1e-3, n_samples=4000, n_features=5, n_targets=1,
+    ...                   intercept_scaling=1.0)
+    >>> chunks = make_chunks(X, Y, np.ones(4000), split_rows(4000, n_chunks=8))
+    >>> with LocalCluster(n_workers=2, threads_per_worker=1,
+    ...                   processes=False) as cluster:  # doctest: +SKIP
+    ...     with Client(cluster) as client:
+    ...         backend = DaskBackend(client, problem)
+    ...         backend.load_chunks(chunks)
+    ...         try:
+    ...             result = run_cocoa(backend, problem, tol=1e-3)
+    ...         finally:
+    ...             backend.close()
+    >>> result.converged  # doctest: +SKIP
+    True
     """
 
     def __init__(self, client, problem, workers=None, transport=None, owns_cluster=False):
@@ -310,7 +353,21 @@ class DaskBackend(Backend):
     def load_chunks(self, chunks):
         """Scatter in-memory chunks to the workers, balanced by rows.
 
-        The chunks are kept on the driver to rebuild those of a lost worker.
+        Each worker's chunks are scattered to it and added to its solver by a
+        task restricted to it.  The chunks are kept on the driver to rebuild
+        those of a lost worker.
+
+        Parameters
+        ----------
+        chunks : list of daskelastic.placement.Chunk
+            The training rows, cut into chunks (encoded targets and sample
+            weights included).
+
+        Raises
+        ------
+        Exception
+            An error of a load task, raised again (without its traceback)
+            once the backend is closed.
         """
         self._source = ("chunks", {c.chunk_id: c for c in chunks})
         self.chunk_sizes = {c.chunk_id: c.n_rows for c in chunks}
@@ -336,9 +393,35 @@ class DaskBackend(Backend):
     def load_dask(self, X, y, sample_weight, encoder):
         """Hold the blocks of dask arrays as chunks, each where it already lives.
 
-        ``X``, ``y`` and ``sample_weight`` (or None) must share row chunks;
-        ``X`` must have one column block.  The arrays' task graphs are kept to
-        re-read the blocks of a lost worker.
+        The arrays are persisted; row block ``i`` becomes chunk ``i``,
+        preferably on a worker that already holds it (rows stay balanced),
+        where a task validates ``X`` (2-d, finite, float), encodes ``y`` and
+        ``sample_weight`` and adds the chunk to the worker's solver.  The
+        arrays' task graphs are kept to re-read the blocks of a lost worker.
+
+        Parameters
+        ----------
+        X : dask array of shape (n, d)
+            Training data, in one column block; sparse blocks become CSR.
+        y : dask array of shape (n,) or (n, m)
+            Labels or targets, with the row chunks of ``X``.
+        sample_weight : dask array of shape (n,) or None
+            Sample weights, with the row chunks of ``X``; None for ones.
+        encoder : daskelastic.targets.TargetEncoder
+            Applied to each block of ``y`` and ``sample_weight`` on its worker.
+
+        Returns
+        -------
+        dict
+            ``{worker: sorted list of chunk ids}``, with an empty list for a
+            worker given no block.
+
+        Raises
+        ------
+        Exception
+            An error of a load task (e.g. the ``ValueError`` of a block with
+            NaN or infinity, or of rows that do not match), raised again
+            (without its traceback) once the backend is closed.
         """
         arrays = [X, y] + ([sample_weight] if sample_weight is not None else [])
         self._source = ("dask", (arrays, encoder))
@@ -399,7 +482,14 @@ class DaskBackend(Backend):
         """Tell the scheduler plugin what this fit holds, wants and let go.
 
         The plugin vetoes downscaling the workers holding chunks and tells an
-        :class:`~daskelastic.ElasticAdaptive` the fit's target.
+        :class:`~daskelastic.ElasticAdaptive` the fit's target.  The first
+        call installs the plugin on the scheduler.
+
+        Parameters
+        ----------
+        target : int, optional
+            The fit's target number of workers; by default the number of
+            workers holding chunks.
         """
         if not self._published:
             adaptive.install_plugin(self.client)
@@ -409,16 +499,34 @@ class DaskBackend(Backend):
                              self.released)
 
     def live_workers(self):
-        """Addresses of the workers the scheduler knows now."""
+        """Addresses of the workers the scheduler knows now.
+
+        Returns
+        -------
+        list of str
+            The addresses, sorted; workers of the cluster that hold none of
+            this fit's chunks included.
+        """
         return scheduler_workers(self.client)
 
     def move_chunks(self, moves):
         """Move chunks, with their dual state, between workers.
 
-        ``moves`` is a list of ``(chunk_id, source, destination)``.  No round
-        may be pending on a source or destination (settle first).  Each move is
-        a task on the source that takes the chunk out of its solver and a task
-        restricted to the destination, depending on the first, that adds it.
+        No round may be running (settle first).  The chunks moving from one
+        source to one destination go together: a task on the source takes
+        them out of its solver and a task restricted to the destination,
+        depending on the first, adds them.  A destination that was not a
+        worker of the fit becomes one.  ``w`` is unchanged.
+
+        Parameters
+        ----------
+        moves : list of (chunk_id, source, destination)
+            The moves, e.g. from :func:`daskelastic.placement.plan_moves`.
+
+        Raises
+        ------
+        RuntimeError
+            When a round is running.
         """
         if not moves:
             return
@@ -450,7 +558,15 @@ class DaskBackend(Backend):
         self.publish()
 
     def add_workers(self, workers):
-        """Make ``workers`` (joined during the fit) available for chunks."""
+        """Make ``workers`` (joined during the fit) available for chunks.
+
+        Nothing moves yet: :meth:`move_chunks` gives them chunks.
+
+        Parameters
+        ----------
+        workers : iterable of str
+            Addresses of the workers.
+        """
         for w in workers:
             if w not in self._workers:
                 self._workers.append(w)
@@ -462,6 +578,21 @@ class DaskBackend(Backend):
         retired through the scheduler; otherwise they are published as
         released, for an :class:`~daskelastic.ElasticAdaptive` to close or
         for the cluster to reuse.
+
+        Parameters
+        ----------
+        workers : iterable of str
+            Addresses of the workers a scale-in lets go.
+        retire : bool
+            Retire them through the scheduler.
+        target : int, optional
+            The fit's target number of workers, published with them (see
+            :meth:`publish`).
+
+        Raises
+        ------
+        RuntimeError
+            When a worker still holds chunks.
         """
         workers = list(workers)
         held = [w for w in workers if self.placement.get(w)]
@@ -491,16 +622,37 @@ class DaskBackend(Backend):
     def recover(self, lost, *, discard_round=None, settlements=None, speeds=None):
         """Carry on without the ``lost`` workers.
 
-        Finishes the running round on the live workers and discards it
-        (``discard_round``) or applies the ``settlements`` of the last round;
-        then re-reads the lost workers' chunks from the input onto live
-        workers (balanced by ``speeds``), their ``α`` restarted at zero.  The
-        driver recomputes ``w`` from the surviving ``α`` afterwards.
+        Finishes the running round on the live workers (asking them to stop
+        first, with the actor transport) and discards it (``discard_round``)
+        or applies the ``settlements`` of the last round; then re-reads the
+        lost workers' chunks from the input onto live workers (balanced by
+        ``speeds``), their ``α`` restarted at zero: in-memory chunks from the
+        copies kept on the driver, dask blocks by recomputing them from the
+        arrays' task graphs.  The driver recomputes ``w`` from the surviving
+        ``α`` afterwards.
+
+        Parameters
+        ----------
+        lost : iterable of str
+            Addresses of the workers that died.
+        discard_round : int, optional
+            The round that was running, to discard on the live workers.
+        settlements : dict, optional
+            ``{worker: (round_id, gamma or None)}`` of the last round, applied
+            when no round was running (ignored with ``discard_round``).
+        speeds : dict, optional
+            ``{worker: relative throughput}`` for placing the re-read chunks;
+            1 for a worker not given.
 
         Returns
         -------
         dict
             ``{chunk_id: worker}`` of the re-read chunks.
+
+        Raises
+        ------
+        RuntimeError
+            When every worker of the fit was lost.
         """
         lost = set(lost)
         pending, self._pending = self._pending, {}
@@ -589,6 +741,28 @@ class DaskBackend(Backend):
             for addr in self.placement}
 
     def wait_results(self, timeout=None):
+        """Wait up to ``timeout`` seconds for more results of the running round.
+
+        Parameters
+        ----------
+        timeout : float or None
+            Seconds (wall clock) to wait at most; None waits until a result
+            arrives, 0 only collects the results already in.
+
+        Returns
+        -------
+        dict
+            ``{worker: LocalResult}`` of the results that arrived since the
+            last call: at least one, unless the timeout passed first (then
+            maybe none); empty when no round is running.
+
+        Raises
+        ------
+        daskelastic.driver.WorkersLost
+            When a worker's round call failed because the worker is gone
+            (its connection closed or the scheduler lost it).  Any other
+            error of a round call is raised as it is.
+        """
         if not self._pending:
             return {}
         if self.transport == "actor":
@@ -658,7 +832,13 @@ class DaskBackend(Backend):
         return sum(parts.values())
 
     def gather_alpha(self):
-        """``{chunk_id: α}`` over all workers (a debugging accessor)."""
+        """The committed dual state of every chunk (a debugging accessor).
+
+        Returns
+        -------
+        dict
+            ``{chunk_id: α}`` over all workers holding chunks.
+        """
         out = {}
         for part in self._on_each(gather_alpha).values():
             out.update(part)
@@ -668,6 +848,14 @@ class DaskBackend(Backend):
         return self._on_each(describe)
 
     def close(self):
+        """Release the workers' state of this fit.
+
+        Stops a round still running, cancels the actors, tells the scheduler
+        plugin the fit ended and drops the fit's solver state from every
+        worker of the cluster (waiting up to 30 seconds for workers that may
+        have died).  Once the client is closed, only the driver side is
+        cleared.
+        """
         if self._pending and self._round_id is not None:
             # an interrupted round: stop it, so the workers are free at once
             try:

@@ -18,12 +18,46 @@ __all__ = ["InProcessBackend"]
 class InProcessBackend(Backend):
     """Run ``n_workers`` local solvers in this process, one after the other.
 
+    Each worker is a :class:`~daskelastic.solvers.ChunkSolver` holding its
+    share of the chunks, balanced by rows as on a Dask cluster.  A round's
+    work is all done in :meth:`start_round`, the workers solving one after
+    the other: :meth:`wait_results` then returns every result at once,
+    :meth:`stop_round` has nothing to stop, and slowdowns (injected
+    stragglers) are ignored.  The backend has no elastic operations, so
+    :func:`~daskelastic.driver.run_cocoa` refuses a ``scaling_policy`` with
+    it.  Rounds are timed on ``time.perf_counter()``.
+
     Parameters
     ----------
     problem : daskelastic.driver.Problem
+        The problem the chunks belong to.
     chunks : list of daskelastic.placement.Chunk
+        The training rows, cut into chunks (:func:`~daskelastic.placement.split_rows`
+        and ``daskelastic.placement.make_chunks``).
     n_workers : int
-        Number of (sequential) workers; chunks are balanced over them.
+        Number of (sequential) workers, named ``local-0``, ``local-1``, ...;
+        a worker that gets no chunk is left out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.backends import InProcessBackend
+    >>> from daskelastic.driver import Problem
+    >>> from daskelastic.placement import make_chunks, split_rows
+    >>> X = np.random.default_rng(0).normal(size=(300, 3))
+    >>> problem = Problem(loss=2, lam=1e-2, n_samples=300, n_features=3, n_targets=1,
+    ...                   intercept_scaling=0.0)
+    >>> chunks = make_chunks(X, np.sign(X[:, :1]), np.ones(300),
+    ...                      split_rows(300, n_chunks=3))
+    >>> backend = InProcessBackend(problem, chunks, n_workers=4)   # 3 chunks
+    >>> backend.workers()
+    ['local-0', 'local-1', 'local-2']
+    >>> backend.start_round(0, problem.zeros(), {}, inv_lam_n=problem.inv_lam_n,
+    ...                     sigma=3.0, steps=None, seed=0)
+    >>> sorted(backend.wait_results(timeout=0))
+    ['local-0', 'local-1', 'local-2']
+    >>> backend.wait_results()
+    {}
     """
 
     def __init__(self, problem, chunks, n_workers=1):
@@ -63,11 +97,34 @@ class InProcessBackend(Backend):
         self._arrived = results
 
     def wait_results(self, timeout=None):
+        """Return the results of the round started last, all at once.
+
+        Every worker finished in :meth:`start_round`: nothing is waited for.
+
+        Parameters
+        ----------
+        timeout : float or None
+            Ignored.
+
+        Returns
+        -------
+        dict
+            ``{worker: LocalResult}`` of every worker holding chunks on the
+            first call after :meth:`start_round`; empty on later calls.
+        """
         results, self._arrived = self._arrived, {}
         return results
 
     def stop_round(self, round_id, workers):
-        """Nothing to stop: every in-process worker finished when the round started."""
+        """Do nothing: every in-process worker finished when the round started.
+
+        Parameters
+        ----------
+        round_id : int
+            The round to stop (ignored).
+        workers : iterable
+            Ids of the workers to stop (ignored).
+        """
 
     def row_sq_norm_sum(self):
         return sum(s.row_sq_norm_sum() for s in self.solvers.values())
@@ -83,7 +140,13 @@ class InProcessBackend(Backend):
         return total
 
     def gather_alpha(self):
-        """``{chunk_id: α}`` over all workers (copies)."""
+        """The committed dual state of every chunk (a debugging accessor).
+
+        Returns
+        -------
+        dict
+            ``{chunk_id: α}`` over all workers (copies).
+        """
         return {cid: a for s in self.solvers.values() for cid, a in s.alpha_by_chunk().items()}
 
     def describe(self):
