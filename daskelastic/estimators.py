@@ -408,8 +408,10 @@ _COMMON_TAIL = """
         Catalyst acceleration of the rounds: proximal problems with weight
         ``κ`` whose centres move with momentum.  On more than one worker it
         cuts the rounds several-fold on tables with many more rows than
-        features; ``"auto"`` turns it on for two or more workers and adapts
-        ``κ`` from ``0.25 · sqrt(λ · mean ‖x_i‖²)``.  A float fixes the factor;
+        features; ``"auto"`` turns it on for two or more workers (for Ridge
+        also on one, where plain SDCA needs hundreds of rounds once ``alpha``
+        is small against ``‖x‖²``) and adapts ``κ`` from
+        ``0.25 · sqrt(λ · mean ‖x_i‖²)``.  A float fixes the factor;
         ``"none"`` or None turns it off.
     straggler_policy : {"wait", "backup", "dynamic", "preempt"} or \
 daskelastic.policies.StragglerPolicy, default="preempt"

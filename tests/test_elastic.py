@@ -138,6 +138,23 @@ def test_scale_in_moves_chunks_with_their_alpha_and_retires_workers(table, optim
         assert abs(result.objective.primal - optimum) <= 1e-4 * abs(optimum)
 
 
+def test_released_workers_retire_in_the_background_and_close_waits_for_them(table):
+    """``release(retire=True)`` does not hold the fit up; ``close`` waits for the retirement."""
+    X, y = table
+    with _cluster(2) as cluster, Client(cluster) as client:
+        backend, enc = _backend(client, table)
+        Y, sw = enc.encode(y, None)
+        backend.load_chunks(make_chunks(X, Y, sw, split_rows(X.shape[0], n_chunks=4),
+                                        shuffle=0))
+        gone, stays = sorted(backend.placement)
+        backend.move_chunks([(c, gone, stays) for c in backend.placement[gone]])
+        backend.release([gone], retire=True)
+        assert gone not in backend.placement and gone in backend.released
+        assert sorted(backend.placement[stays]) == [0, 1, 2, 3]
+        backend.close()
+        assert _live(client) == {stays}
+
+
 def test_convergence_policy_scales_in_four_workers(table, optimum):
     """Must-hold 2: K falls during the fit, the cluster shrinks, the optimum is kept."""
     X, y = table

@@ -14,7 +14,9 @@ Rounds reach the workers as calls to one :class:`RoundActor` per worker
 
 import asyncio
 import uuid
+import warnings
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -335,6 +337,8 @@ class DaskBackend(Backend):
         self._actor_futures = {}
         self._pending = {}      # worker -> call/future of the running round
         self._stop_calls = []
+        self._retiring = []   # background retirements (concurrent futures)
+        self._retire_pool = None
         self._round_id = None
         self.fit_id = f"fit-{uuid.uuid4().hex[:12]}"
         if workers is None:
@@ -575,7 +579,8 @@ class DaskBackend(Backend):
         """Stop using ``workers`` (holding no chunks); optionally retire them.
 
         Their actors and solver state are dropped.  With ``retire`` they are
-        retired through the scheduler; otherwise they are published as
+        retired through the scheduler, in the background (the fit goes on;
+        :meth:`close` waits for it); otherwise they are published as
         released, for an :class:`~daskelastic.ElasticAdaptive` to close or
         for the cluster to reuse.
 
@@ -610,7 +615,35 @@ class DaskBackend(Backend):
         self.released.extend(w for w in workers if w not in self.released)
         self.publish(target)
         if retire:
-            adaptive.retire_released(self.client, workers)
+            # in the background: the scheduler's retirement takes 0.1-0.2 s
+            # that the next rounds (on other workers) need not wait for
+            if self._retire_pool is None:
+                self._retire_pool = ThreadPoolExecutor(1, thread_name_prefix="daskelastic-retire")
+            self._retiring.append(self._retire_pool.submit(
+                adaptive.retire_released, self.client, workers))
+
+    def wait_retired(self, timeout=60.0):
+        """Wait for the retirements :meth:`release` started in the background.
+
+        A retirement that fails or does not end within ``timeout`` seconds
+        leaves its workers running: a warning says so, the fit is not
+        affected.
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait for each retirement.
+        """
+        retiring, self._retiring = self._retiring, []
+        for fut in retiring:
+            try:
+                fut.result(timeout=timeout)
+            except Exception as e:  # noqa: BLE001 - the workers keep running, that is all
+                warnings.warn(f"retiring released workers failed ({type(e).__name__}: {e}); "
+                              "they keep running", RuntimeWarning, stacklevel=2)
+        if self._retire_pool is not None:
+            self._retire_pool.shutdown(wait=False)
+            self._retire_pool = None
 
     def _drop_actors(self, workers):
         for w in workers:
@@ -850,8 +883,9 @@ class DaskBackend(Backend):
     def close(self):
         """Release the workers' state of this fit.
 
-        Stops a round still running, cancels the actors, tells the scheduler
-        plugin the fit ended and drops the fit's solver state from every
+        Stops a round still running, cancels the actors, waits for the
+        retirements :meth:`release` started (:meth:`wait_retired`), tells the
+        scheduler plugin the fit ended and drops the fit's solver state from every
         worker of the cluster (waiting up to 30 seconds for workers that may
         have died).  Once the client is closed, only the driver side is
         cleared.
@@ -870,6 +904,9 @@ class DaskBackend(Backend):
             self._actor_futures = {}
         if self.client.status not in ("running", "connecting"):
             return
+        # before listing the workers: a task restricted to one being retired
+        # would wait for it in vain
+        self.wait_retired()
         if self._published:
             try:
                 adaptive.end_fit(self.client, self.fit_id)
