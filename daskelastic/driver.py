@@ -39,8 +39,9 @@ class WorkersLost(RuntimeError):
 
     :meth:`DaskBackend.wait_results
     <daskelastic.backends.dask.DaskBackend.wait_results>` raises it when a
-    worker's round call failed because the worker is gone.  :func:`run_cocoa`
-    catches it on a backend with elastic operations: the elastic controller
+    worker's round call failed because the worker is gone.
+    :func:`~daskelastic.driver.run_cocoa` catches it on a backend with
+    elastic operations: the elastic controller
     (:meth:`~daskelastic.elastic.ElasticController.recover`) discards the
     round on the live workers and re-reads the lost workers' chunks onto them
     with ``α = 0``, ``w`` is recomputed from the surviving ``α`` and the round
@@ -320,7 +321,7 @@ class Backend:
 
 @dataclass
 class FitResult:
-    """Outcome of :func:`run_cocoa`.
+    """Outcome of :func:`~daskelastic.driver.run_cocoa`.
 
     The parameters are kept as attributes of the same names.
 
@@ -341,8 +342,8 @@ class FitResult:
         Primal and dual values and the duality gap certified at ``w``.
     history : list of dict
         One entry per round, the last included, with the keys listed in
-        :func:`run_cocoa`; also ``events``, the elastic operations of the
-        round (lost workers recovered from while it ran; scale-in, joins,
+        :func:`~daskelastic.driver.run_cocoa`; also ``events``, the elastic
+        operations of the round (lost workers recovered from while it ran; scale-in, joins,
         rebalancing and lost workers after it), and, on an elastic backend,
         ``scaling``: the scaling policy's decision after the round (not on
         the last entry).

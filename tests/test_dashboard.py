@@ -199,21 +199,31 @@ def test_page_in_chromium_updates_while_a_fit_runs(flights, client):
         shown_fit = samples[-1][0] if samples else None
         return len({n for f, n in samples if f == shown_fit and n > 0}) >= 3
 
+    fitting = threading.Event()
+    lock = threading.Lock()
+
     def watcher():
         try:
             watched["values"] = watch(_page(client), shown, until=enough)
         except BaseException as exc:  # reported by the test, after the fit
             watched["error"] = exc
         finally:
-            _thread.interrupt_main()   # ends the fit below
+            with lock:
+                if fitting.is_set():   # only a running fit is interrupted
+                    _thread.interrupt_main()
 
     thread = threading.Thread(target=watcher)
+    fitting.set()
     thread.start()
     try:
         with pytest.raises(KeyboardInterrupt), warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            de.LogisticRegression(C=0.5, tol=0.0, max_iter=100_000, backend="dask",
-                                  client=client).fit(X, y)
+            try:
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                de.LogisticRegression(C=0.5, tol=0.0, max_iter=100_000, backend="dask",
+                                      client=client).fit(X, y)
+            finally:
+                with lock:
+                    fitting.clear()
     finally:
         thread.join()
     if "error" in watched:

@@ -139,7 +139,7 @@ def test_scale_in_moves_chunks_with_their_alpha_and_retires_workers(table, optim
 
 
 def test_released_workers_retire_in_the_background_and_close_waits_for_them(table):
-    """``release(retire=True)`` does not hold the fit up; ``close`` waits for the retirement."""
+    """``release(retire=True)`` lets the worker go at once; ``close`` waits for the retirement."""
     X, y = table
     with _cluster(2) as cluster, Client(cluster) as client:
         backend, enc = _backend(client, table)
@@ -148,10 +148,12 @@ def test_released_workers_retire_in_the_background_and_close_waits_for_them(tabl
                                         shuffle=0))
         gone, stays = sorted(backend.placement)
         backend.move_chunks([(c, gone, stays) for c in backend.placement[gone]])
-        backend.release([gone], retire=True)
-        assert gone not in backend.placement and gone in backend.released
-        assert sorted(backend.placement[stays]) == [0, 1, 2, 3]
-        backend.close()
+        try:
+            backend.release([gone], retire=True)
+            assert gone not in backend.placement and gone in backend.released
+            assert sorted(backend.placement[stays]) == [0, 1, 2, 3]
+        finally:
+            backend.close()
         assert _live(client) == {stays}
 
 

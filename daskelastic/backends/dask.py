@@ -642,7 +642,7 @@ class DaskBackend(Backend):
                 warnings.warn(f"retiring released workers failed ({type(e).__name__}: {e}); "
                               "they keep running", RuntimeWarning, stacklevel=2)
         if self._retire_pool is not None:
-            self._retire_pool.shutdown(wait=False)
+            self._retire_pool.shutdown(wait=False, cancel_futures=True)
             self._retire_pool = None
 
     def _drop_actors(self, workers):
@@ -903,6 +903,9 @@ class DaskBackend(Backend):
             self.client.cancel(list(self._actor_futures.values()), force=True)
             self._actor_futures = {}
         if self.client.status not in ("running", "connecting"):
+            if self._retire_pool is not None:   # nothing left to retire them through
+                self._retire_pool.shutdown(wait=False, cancel_futures=True)
+                self._retire_pool, self._retiring = None, []
             return
         # before listing the workers: a task restricted to one being retired
         # would wait for it in vain
