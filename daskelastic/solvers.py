@@ -94,6 +94,19 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
     return done
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _gap_terms_1(loss, y, c, a0, zw, loss_acc, dual_acc, az_acc):
+    """The one-column kernels' gap sums plus one sample's terms at ``w`` and ``α``."""
+    return (loss_acc + c * primal_loss(loss, y, zw), dual_acc + dual_value(loss, y, a0, c),
+            az_acc + a0 * zw)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step_1(loss, y, c, a, z, q):
+    """The one-column kernels' change of one dual value (see ``coordinate_step``)."""
+    return coordinate_step(loss, y, a, c, z, q) - a
+
+
 @njit(cache=True, nogil=True)
 def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
                   order, n_steps, stop, check_every, sums, offset):
@@ -124,15 +137,11 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
             sq += xij * xij
             zw += xij * w1[j]
             zd += xij * dw1[j]
-        c = sw[i]
-        y = Y[i, 0]
         if offset + s < n:
-            a0 = alpha[i, 0]
-            loss_acc += c * primal_loss(loss, y, zw)
-            dual_acc += dual_value(loss, y, a0, c)
-            az_acc += a0 * zw
-        a = alpha[i, 0] + dalpha[i, 0]
-        delta = coordinate_step(loss, y, a, c, zw + sigma * zd, sigma * sq * inv_lam_n) - a
+            loss_acc, dual_acc, az_acc = _gap_terms_1(loss, Y[i, 0], sw[i], alpha[i, 0], zw,
+                                                      loss_acc, dual_acc, az_acc)
+        delta = _step_1(loss, Y[i, 0], sw[i], alpha[i, 0] + dalpha[i, 0],
+                        zw + sigma * zd, sigma * sq * inv_lam_n)
         if delta != 0.0:
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
@@ -240,15 +249,11 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
             sq += xij * xij
             zw += xij * w1[j]
             zd += xij * dw1[j]
-        c = sw[i]
-        y = Y[i, 0]
         if offset + s < n:
-            a0 = alpha[i, 0]
-            loss_acc += c * primal_loss(loss, y, zw)
-            dual_acc += dual_value(loss, y, a0, c)
-            az_acc += a0 * zw
-        a = alpha[i, 0] + dalpha[i, 0]
-        delta = coordinate_step(loss, y, a, c, zw + sigma * zd, sigma * sq * inv_lam_n) - a
+            loss_acc, dual_acc, az_acc = _gap_terms_1(loss, Y[i, 0], sw[i], alpha[i, 0], zw,
+                                                      loss_acc, dual_acc, az_acc)
+        delta = _step_1(loss, Y[i, 0], sw[i], alpha[i, 0] + dalpha[i, 0],
+                        zw + sigma * zd, sigma * sq * inv_lam_n)
         if delta != 0.0:
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
