@@ -56,7 +56,11 @@ def test_duality_gap_bounds_the_suboptimality(loss, data):
     _, best = _solve(loss, X, Y, sw, C, max_iter=2000)
     lam = problem.lam
     p_early = primal_objective(loss, X, Y, sw, early.w, lam)
-    p_star = primal_objective(loss, X, Y, sw, best.w, lam) - best.objective.gap
+    # The optimum P* lies in [D(best), P(best)].  Checking against D(best) fails spuriously
+    # whenever early's dual is the better one (best may stop after one round once its gap is
+    # below tol, and ill-conditioned hinge problems leave best's gap at ~1e-3 after 2000
+    # rounds); checking against P(best) >= P* is sound and, for most draws, tight.
+    p_best = primal_objective(loss, X, Y, sw, best.w, lam)
     assert early.objective.gap >= 0
-    assert p_early - p_star <= early.objective.gap * (1 + 1e-9) + 1e-12
+    assert p_early - p_best <= early.objective.gap * (1 + 1e-9) + 1e-12
     assert early.objective.primal == pytest.approx(p_early, rel=1e-9, abs=1e-12)
