@@ -210,3 +210,29 @@ def test_in_process_fits_publish_no_events(flights, client):
     before = len(client.get_events(TOPIC))
     de.LogisticRegression(tol=1e-2, backend="inprocess").fit(X, y)
     assert len(client.get_events(TOPIC)) == before
+
+
+def test_the_placement_is_published_again_after_a_scale_in(flights, client):
+    """The dashboard's chunks-per-worker must follow the chunks when they move."""
+    from daskelastic.testing import ScheduledScaling
+
+    X, y = flights
+    clf = de.LogisticRegression(C=0.5, tol=1e-4, backend="dask", max_iter=200,
+                                scaling_policy=ScheduledScaling({2: 1}),
+                                release_workers=False).fit(X, y)
+    counts = [e["n_workers"] for e in clf.history_]
+    assert counts[:3] == [2, 2, 2] and set(counts[3:]) == {1}
+    events = _fit_events(client)
+    placements = [m["placement"] for m in events if m["event"] == "placement"]
+    assert len(placements) == 2
+    first, last = placements
+    assert len(first) == 2 and len(last) == 1
+    (holder, held), = last.items()
+    assert held["rows"] == X.shape[0] and sorted(held["chunks"]) == list(range(8))
+    assert set(clf.history_[-1]["worker_rows"]) == {holder}
+    # the page's record of the fit ends with the same placement
+    log = FitLog()
+    for m in events:
+        log.add(m)
+    (record,) = log.records()
+    assert record.placement == last

@@ -160,6 +160,40 @@ class EventSender:
             await self._task
 
 
+def _driver_placement(backend):
+    """``{worker: {"chunks": [...], "rows": n}}`` from a backend's own chunk map.
+
+    Parameters
+    ----------
+    backend : object
+        A backend with ``placement`` (worker to chunk ids) and
+        ``chunk_sizes`` (chunk id to rows), as
+        :class:`~daskelastic.backends.dask.DaskBackend` has.
+
+    Returns
+    -------
+    dict or None
+        The placement of the workers holding chunks, None when the backend
+        keeps no such map.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from daskelastic.monitoring.telemetry import _driver_placement
+    >>> backend = SimpleNamespace(placement={"a": [2, 0], "b": []},
+    ...                           chunk_sizes={0: 100, 2: 50})
+    >>> _driver_placement(backend)
+    {'a': {'chunks': [0, 2], 'rows': 150}}
+    """
+    placement = getattr(backend, "placement", None)
+    sizes = getattr(backend, "chunk_sizes", None)
+    if placement is None or sizes is None:
+        return None
+    return {str(w): {"chunks": sorted(int(c) for c in cids),
+                     "rows": int(sum(sizes[c] for c in cids))}
+            for w, cids in placement.items() if cids}
+
+
 class FitMonitor:
     """Watch one fit: a progress bar, and the fit's events on the scheduler.
 
@@ -217,6 +251,8 @@ class FitMonitor:
         self.status = None
         self.sender = None
         self._placement = None
+        self._backend = backend
+        self._placed_rows = None   # rows per worker when placement was last published
         self._last = None
         self._t0 = time.perf_counter()
         if client is not None and config.get("telemetry"):
@@ -277,7 +313,34 @@ class FitMonitor:
         if self.sender is not None:
             self.sender.send({"event": "round", "fit": self.fit_id,
                               "estimator": self.estimator_name, "entry": to_message(entry)})
+            self._republish_placement(entry)
         return False
+
+    def _republish_placement(self, entry):
+        """Publish the placement again once the rows per worker changed.
+
+        A scale-in, rebalance, join or recovery moves chunks between rounds;
+        the next round's ``worker_rows`` shows it.  The new placement comes
+        from the driver's own map of the chunks (no round trip to the workers).
+        """
+        rows = entry.get("worker_rows")
+        if rows is None:
+            return
+        if self._placed_rows is None:
+            self._placed_rows = rows   # the first round: the start-up thread publishes
+            return
+        if rows == self._placed_rows:
+            return
+        placement = _driver_placement(self._backend)
+        if placement is None:
+            return
+        if self._placement is not None:
+            # the start-up publication must not land after this newer one
+            self._placement.join(PLACEMENT_TIMEOUT)
+        self._placed_rows = rows
+        self.sender.send(to_message({"event": "placement", "fit": self.fit_id,
+                                     "estimator": self.estimator_name,
+                                     "placement": placement}))
 
     def finish(self, result=None, error=None):
         """Report how the fit ended; the first call counts.
