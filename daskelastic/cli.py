@@ -1,4 +1,4 @@
-"""Command line: ``python -m daskelastic demo`` and ``python -m daskelastic fit DATA``.
+"""Command line: ``python -m daskelastic demo``, ``fit DATA`` and ``predict MODEL DATA``.
 
 ``demo`` fits a logistic regression on a real table (327,346 NYC flights of
 2013, one-hot encoded: will a flight arrive more than 15 minutes late?) on a
@@ -12,6 +12,11 @@ certified duality gap and the test accuracy.
 
 Numeric columns are features as they are; text, categorical and boolean
 columns are one-hot encoded (``column=value``), in the order of the table.
+The model keeps that encoding (:class:`TableEncoding`, its ``table_encoding_``)
+and ``predict`` applies it to new rows::
+
+    python -m daskelastic predict model.joblib new_flights.parquet --output predictions.csv
+
 Bad options and unreadable files end the command with a message and exit
 status 2; a fit that fails, with status 1.
 """
@@ -24,7 +29,7 @@ import time
 import warnings
 from pathlib import Path
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "TableEncoding"]
 
 MODELS = {"logistic": "LogisticRegression", "linearsvc": "LinearSVC", "ridge": "Ridge"}
 FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet",
@@ -43,7 +48,7 @@ def build_parser():
     Returns
     -------
     argparse.ArgumentParser
-        With the ``demo`` and ``fit`` subcommands.
+        With the ``demo``, ``fit`` and ``predict`` subcommands.
     """
     parser = argparse.ArgumentParser(prog="python -m daskelastic",
                                      description="Elastic CoCoA+ training on Dask.")
@@ -94,7 +99,20 @@ def build_parser():
     fit.add_argument("--history", default=None, metavar="PATH",
                      help="write the rounds here (.csv, .parquet or .json)")
     fit.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    parser.subcommands = {"demo": demo, "fit": fit}
+
+    pred = sub.add_parser(
+        "predict", help="predict with a model written by fit",
+        description="Apply a model written by 'fit --output' to a table: the columns are "
+                    "encoded as they were for the fit (a category not seen then sets no "
+                    "feature; other columns, such as the target, are ignored).")
+    pred.add_argument("model", help="the model file written by fit --output")
+    pred.add_argument("data", help="the table: .csv/.tsv, .parquet or .svm/.svmlight/.libsvm")
+    pred.add_argument("--format", choices=sorted(set(FORMATS.values())),
+                      help="the file's format (by default from its extension)")
+    pred.add_argument("--output", "-o", default=None, metavar="PATH",
+                      help="write the predictions here (.csv or .parquet; by default CSV "
+                           "on standard output)")
+    parser.subcommands = {"demo": demo, "fit": fit, "predict": pred}
     return parser
 
 
@@ -127,6 +145,8 @@ def main(argv=None):
         if args.command == "demo":
             _check_demo(args)
             return _demo(args)
+        if args.command == "predict":
+            return _predict(args)
         return _fit(args)
     except _UsageError as e:
         parser.subcommands[args.command].error(str(e))
@@ -185,7 +205,8 @@ def _fit(args):
     import daskelastic as de
 
     fmt = _check_fit_options(args)
-    X, y, features = read_table(args.data, fmt=fmt, target=args.target, drop=args.drop)
+    X, y, features, encoding = read_table(args.data, fmt=fmt, target=args.target,
+                                          drop=args.drop)
     est = getattr(de, MODELS[args.model])(
         tol=args.tol, max_iter=args.max_iter, fit_intercept=not args.no_intercept,
         random_state=args.random_state, verbose=0 if args.quiet else 1)
@@ -233,6 +254,8 @@ def _fit(args):
     if args.output:
         import joblib
 
+        if encoding is not None:
+            est.table_encoding_ = encoding   # for ``predict``
         joblib.dump(est, args.output)
         print(f"model: {args.output} ({len(features)} features: "
               f"{', '.join(features[:5])}{', ...' if len(features) > 5 else ''})")
@@ -260,11 +283,7 @@ def _check_fit_options(args):
         raise _UsageError("--max-iter must be at least 1")
     if args.workers is not None and args.workers < 1:
         raise _UsageError("--workers must be at least 1")
-    fmt = args.format or FORMATS.get("".join(Path(args.data).suffixes[-2:]).lower()) \
-        or FORMATS.get(Path(args.data).suffix.lower())
-    if fmt is None:
-        raise _UsageError(f"cannot tell the format of {args.data!r} from its extension: "
-                          f"give --format ({', '.join(sorted(set(FORMATS.values())))})")
+    fmt = _format_of(args.data, args.format)
     if fmt == "svmlight" and args.target is not None:
         raise _UsageError("--target does not apply to svmlight files: the labels are the "
                           "file's first column")
@@ -278,6 +297,31 @@ def _check_fit_options(args):
     if args.history is not None and Path(args.history).suffix.lower() not in HISTORY_FORMATS:
         raise _UsageError(f"--history must end in {', '.join(HISTORY_FORMATS)}")
     return fmt
+
+
+def _format_of(path, given=None):
+    """The format of a data file: ``given``, or from its extension."""
+    fmt = given or FORMATS.get("".join(Path(path).suffixes[-2:]).lower()) \
+        or FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise _UsageError(f"cannot tell the format of {path!r} from its extension: "
+                          f"give --format ({', '.join(sorted(set(FORMATS.values())))})")
+    return fmt
+
+
+def _read_frame(path, fmt):
+    """A CSV or Parquet file as a DataFrame (a usage error when unreadable)."""
+    import pandas as pd
+
+    try:
+        if fmt == "parquet":
+            return pd.read_parquet(path)
+        sep = "\t" if Path(path).suffix.lower() == ".tsv" else ","
+        return pd.read_csv(path, sep=sep)
+    except ImportError as e:
+        raise _UsageError(f"cannot read {path}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - parse errors of every kind
+        raise _UsageError(f"cannot read {path} as {fmt}: {type(e).__name__}: {e}") from None
 
 
 def read_table(path, *, fmt, target=None, drop=()):
@@ -300,6 +344,8 @@ def read_table(path, *, fmt, target=None, drop=()):
         Dense when every feature is numeric; CSR with one-hot columns.
     y : ndarray
     names : list of str
+    encoding : TableEncoding or None
+        How the features were made (None for svmlight).
     """
     if fmt == "svmlight":
         from sklearn.datasets import load_svmlight_file
@@ -308,19 +354,8 @@ def read_table(path, *, fmt, target=None, drop=()):
             X, y = load_svmlight_file(path)
         except (OSError, ValueError) as e:
             raise _UsageError(f"cannot read {path} as svmlight: {e}") from None
-        return X, y, [f"x{j}" for j in range(X.shape[1])]
-    import pandas as pd
-
-    try:
-        if fmt == "parquet":
-            frame = pd.read_parquet(path)
-        else:
-            sep = "\t" if Path(path).suffix.lower() == ".tsv" else ","
-            frame = pd.read_csv(path, sep=sep)
-    except ImportError as e:
-        raise _UsageError(f"cannot read {path}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - parse errors of every kind
-        raise _UsageError(f"cannot read {path} as {fmt}: {type(e).__name__}: {e}") from None
+        return X, y, [f"x{j}" for j in range(X.shape[1])], None
+    frame = _read_frame(path, fmt)
     missing = [c for c in [target, *drop] if c not in frame.columns]
     if missing:
         cols = ", ".join(map(str, frame.columns[:20]))
@@ -333,30 +368,224 @@ def read_table(path, *, fmt, target=None, drop=()):
     features = frame.drop(columns=[target, *drop])
     if features.shape[1] == 0:
         raise _UsageError(f"{path} has no feature columns left")
-    return _assemble(features, y.to_numpy(), path)
+    encoding = TableEncoding.from_frame(features, ignored=[target, *drop])
+    try:
+        X = encoding.transform(features)
+    except ValueError as e:
+        raise _UsageError(f"{path}: {e}") from None
+    return X, y.to_numpy(), encoding.feature_names, encoding
 
 
-def _assemble(features, y, path):
-    import numpy as np
+class TableEncoding:
+    """How ``fit`` made features of a table's columns, to make the same of new rows.
+
+    Numeric columns are features as they are; the other columns are one-hot
+    encoded (``column=value``) with the values seen when the encoding was
+    made, in sorted order.  A value not seen then sets no feature.
+
+    Parameters
+    ----------
+    numeric : list of str
+        The numeric columns.
+    categorical : list of str
+        The one-hot encoded columns.
+    categories : list of list of str
+        The values of each categorical column.
+    ignored : list of str, optional
+        Columns of the fit's table that were not features (the target,
+        dropped columns); :meth:`transform` ignores them when present.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from daskelastic.cli import TableEncoding
+    >>> fit_rows = pd.DataFrame({"age": [30, 41], "city": ["Rome", "Oslo"]})
+    >>> enc = TableEncoding.from_frame(fit_rows)
+    >>> enc.feature_names
+    ['age', 'city=Oslo', 'city=Rome']
+    >>> new_rows = pd.DataFrame({"city": ["Rome", "Paris"], "age": [52, 19]})
+    >>> enc.transform(new_rows).toarray()   # Paris was not seen: no city feature
+    array([[52.,  0.,  1.],
+           [19.,  0.,  0.]])
+    """
+
+    def __init__(self, numeric, categorical, categories, ignored=()):
+        self.numeric = [str(c) for c in numeric]
+        self.categorical = [str(c) for c in categorical]
+        self.categories = [[str(v) for v in values] for values in categories]
+        self.ignored = [str(c) for c in ignored]
+        if len(self.categories) != len(self.categorical):
+            raise ValueError("one list of categories per categorical column")
+
+    @classmethod
+    def from_frame(cls, features, ignored=()):
+        """The encoding of a table's feature columns.
+
+        Parameters
+        ----------
+        features : pandas.DataFrame
+            The feature columns.
+        ignored : list of str, optional
+            Columns that are not features.
+
+        Returns
+        -------
+        TableEncoding
+            Numeric columns as they are, the others one-hot.
+        """
+        import pandas as pd
+
+        numeric = [c for c in features.columns
+                   if pd.api.types.is_numeric_dtype(features[c])
+                   and not pd.api.types.is_bool_dtype(features[c])]
+        categorical = [c for c in features.columns if c not in numeric]
+        categories = [sorted(set(features[c].astype(str))) for c in categorical]
+        return cls(numeric, categorical, categories, ignored)
+
+    @property
+    def feature_names(self):
+        """``column`` for a numeric feature, ``column=value`` for a one-hot one."""
+        return self.numeric + [f"{c}={v}" for c, values in
+                               zip(self.categorical, self.categories) for v in values]
+
+    def transform(self, frame):
+        """The features of ``frame``'s rows.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            Rows with (at least) the encoding's columns, in any order.
+
+        Returns
+        -------
+        ndarray or scipy.sparse.csr_matrix
+            Dense float64 when every feature is numeric; CSR otherwise.
+
+        Raises
+        ------
+        ValueError
+            On a missing column, a column the encoding did not see, or a
+            numeric column with missing or non-numeric values.
+        """
+        import numpy as np
+        import pandas as pd
+        import scipy.sparse as sp
+
+        missing = [c for c in self.numeric + self.categorical if c not in frame.columns]
+        if missing:
+            raise ValueError(f"missing column(s) {', '.join(map(repr, missing[:10]))}")
+        extra = self.unknown_columns(frame)
+        if extra:
+            raise ValueError(f"column(s) {', '.join(map(repr, extra[:10]))} were not "
+                             "features of the fit: drop them first")
+        bad = [c for c in self.numeric if not pd.api.types.is_numeric_dtype(frame[c])
+               or pd.api.types.is_bool_dtype(frame[c])]
+        if bad:
+            raise ValueError(f"numeric column(s) {', '.join(map(repr, bad[:10]))} hold "
+                             "other values")
+        nan_cols = [c for c in self.numeric if frame[c].isna().any()]
+        if nan_cols:
+            raise ValueError(f"missing values in {', '.join(map(repr, nan_cols[:10]))}: "
+                             "drop or fill them first")
+        n = len(frame)
+        dense = frame[self.numeric].to_numpy(dtype=np.float64).reshape(n, len(self.numeric))
+        if not self.categorical:
+            return np.ascontiguousarray(dense)
+        rows, cols, offset = [], [], len(self.numeric)
+        for c, values in zip(self.categorical, self.categories):
+            # -1: a value not seen
+            codes = pd.Index(values).get_indexer(frame[c].astype(str)).astype(np.int64)
+            seen = codes >= 0
+            rows.append(np.flatnonzero(seen))
+            cols.append(codes[seen] + offset)
+            offset += len(values)
+        rows, cols = np.concatenate(rows), np.concatenate(cols)
+        onehot = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, offset))
+        if self.numeric:
+            onehot = onehot + sp.csr_matrix(
+                (dense.ravel(), (np.repeat(np.arange(n), len(self.numeric)),
+                                 np.tile(np.arange(len(self.numeric)), n))), shape=(n, offset))
+        X = onehot.tocsr()
+        X.sort_indices()
+        return X
+
+    def unknown_columns(self, frame):
+        """Columns of ``frame`` that are neither features nor ignored columns.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            A table.
+
+        Returns
+        -------
+        list of str
+            Their names, in the table's order.
+        """
+        known = set(self.numeric) | set(self.categorical) | set(self.ignored)
+        return [str(c) for c in frame.columns if str(c) not in known]
+
+    def __repr__(self):
+        return (f"TableEncoding({len(self.numeric)} numeric, {len(self.categorical)} "
+                f"one-hot columns, {len(self.feature_names)} features)")
+
+
+# -- predict --------------------------------------------------------------------------
+def _predict(args):
+    import joblib
     import pandas as pd
-    import scipy.sparse as sp
 
-    from .datasets import _one_hot
+    fmt = _format_of(args.data, args.format)
+    if args.output is not None:
+        if Path(args.output).suffix.lower() not in (".csv", ".parquet"):
+            raise _UsageError("--output must end in .csv or .parquet")
+        if not Path(args.output).resolve().parent.is_dir():
+            raise _UsageError(f"--output: the folder of {args.output!r} does not exist")
+    try:
+        model = joblib.load(args.model)
+    except Exception as e:  # noqa: BLE001 - unpickling errors of every kind
+        raise _UsageError(f"cannot read the model {args.model}: {type(e).__name__}: "
+                          f"{e}") from None
+    if not (hasattr(model, "coef_") and hasattr(model, "predict")):
+        raise _UsageError(f"{args.model} holds no fitted daskelastic model")
+    if fmt == "svmlight":
+        from sklearn.datasets import load_svmlight_file
 
-    numeric = [c for c in features.columns if pd.api.types.is_numeric_dtype(features[c])
-               and not pd.api.types.is_bool_dtype(features[c])]
-    categorical = [c for c in features.columns if c not in numeric]
-    nan_cols = [c for c in numeric if features[c].isna().any()]
-    if nan_cols:
-        raise _UsageError(f"missing values in {', '.join(map(repr, nan_cols[:10]))} of "
-                          f"{path}: drop or fill them first")
-    dense = features[numeric].to_numpy(dtype=np.float64)
-    names = [str(c) for c in numeric]
-    if not categorical:
-        return np.ascontiguousarray(dense), y, names
-    onehot, onehot_names = _one_hot(features[categorical].astype(str), categorical)
-    X = sp.hstack([sp.csr_matrix(dense), onehot], format="csr")
-    return X, y, names + onehot_names
+        try:
+            X, _ = load_svmlight_file(args.data, n_features=model.n_features_in_)
+        except (OSError, ValueError) as e:
+            raise _UsageError(f"cannot read {args.data} as svmlight with "
+                              f"{model.n_features_in_} features: {e}") from None
+    else:
+        encoding = getattr(model, "table_encoding_", None)
+        if encoding is None:
+            raise _UsageError(f"{args.model} was not fitted on a CSV or Parquet table by "
+                              "'fit': it has no column encoding")
+        frame = _read_frame(args.data, fmt)
+        extra = encoding.unknown_columns(frame)
+        if extra:
+            print(f"note: ignoring column(s) {', '.join(map(repr, extra[:10]))}"
+                  f"{', ...' if len(extra) > 10 else ''}: not features of the fit",
+                  file=sys.stderr)
+            frame = frame.drop(columns=extra)
+        try:
+            X = encoding.transform(frame)
+        except ValueError as e:
+            raise _UsageError(f"{args.data}: {e}") from None
+    out = pd.DataFrame({"prediction": model.predict(X)})
+    if hasattr(model, "predict_proba"):
+        proba = model.predict_proba(X)
+        for j, label in enumerate(model.classes_):
+            out[f"p({label})"] = proba[:, j]
+    if args.output is None:
+        out.to_csv(sys.stdout, index=False)
+    else:
+        if args.output.lower().endswith(".parquet"):
+            out.to_parquet(args.output, index=False)
+        else:
+            out.to_csv(args.output, index=False)
+        print(f"predictions: {len(out):,} rows to {args.output}", file=sys.stderr)
+    return 0
 
 
 def _cluster(args):

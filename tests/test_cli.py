@@ -111,6 +111,79 @@ def test_bad_options_and_unreadable_files_exit_2_with_a_message(files, args, mes
     assert "Traceback" not in out.stderr
 
 
+@pytest.fixture(scope="module")
+def encoded_model(files):
+    """A logistic model fitted by the command line on fertility.csv, with its encoding."""
+    out = _run("fit", "fertility.csv", "--model", "logistic", "--target", "morekids",
+               "--drop", "work", "--C", "0.5", "--tol", "1e-4", "--output", "enc.joblib",
+               "-q", cwd=files)
+    assert out.returncode == 0, out.stderr
+    return joblib.load(files / "enc.joblib")
+
+
+def test_predict_encodes_new_rows_as_the_fit_did(files, encoded_model):
+    from daskelastic.cli import read_table
+
+    model = encoded_model
+    X, _, names, _ = read_table(files / "fertility.csv", fmt="csv", target="morekids",
+                                drop=["work"])
+    assert model.table_encoding_.feature_names == names
+    frame = pd.read_csv(files / "fertility.csv")
+    rows = np.random.default_rng(0).permutation(len(frame))[:400]
+    # new rows: columns in another order, an extra column, a value the fit never saw
+    new = frame.iloc[rows][list(reversed(frame.columns))].assign(id=np.arange(400))
+    new.iloc[:7, new.columns.get_loc("gender1")] = "unknown"
+    new.to_csv(files / "new.csv", index=False)
+    out = _run("predict", "enc.joblib", "new.csv", "--output", "pred.csv", cwd=files)
+    assert out.returncode == 0, out.stderr
+    assert "ignoring column(s) 'id'" in out.stderr
+    pred = pd.read_csv(files / "pred.csv")
+    assert list(pred.columns) == ["prediction", "p(no)", "p(yes)"] and len(pred) == 400
+    # expected: the fit's own feature rows, without gender1 where its value was unseen
+    expected = X[rows].toarray()
+    expected[:7, [j for j, n in enumerate(names) if n.startswith("gender1=")]] = 0.0
+    assert list(pred["prediction"]) == list(model.predict(expected))
+    np.testing.assert_allclose(pred["p(yes)"], model.predict_proba(expected)[:, 1], rtol=1e-9)
+    np.testing.assert_allclose(pred["p(no)"] + pred["p(yes)"], 1.0)
+
+
+def test_predict_svmlight_to_standard_output(files):
+    from sklearn.datasets import load_svmlight_file
+
+    out = _run("fit", "flights.svm", "--model", "linearsvc", "--C", "0.5", "--tol", "1e-2",
+               "--output", "svm_pred.joblib", "-q", cwd=files)
+    assert out.returncode == 0, out.stderr
+    out = _run("predict", "svm_pred.joblib", "flights.svm", cwd=files)
+    assert out.returncode == 0, out.stderr
+    model = joblib.load(files / "svm_pred.joblib")
+    X, _ = load_svmlight_file(str(files / "flights.svm"), n_features=model.n_features_in_)
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "prediction" and len(lines) == X.shape[0] + 1
+    assert [float(v) for v in lines[1:]] == list(model.predict(X))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["fertility.csv", "fertility.csv"], "cannot read the model fertility.csv"),
+    (["enc.joblib", "missing.csv"], "cannot read missing.csv as csv: FileNotFoundError"),
+    (["enc.joblib", "no_age.csv"], "no_age.csv: missing column(s) 'age'"),
+    (["enc.joblib", "fertility.csv", "--output", "pred.txt"],
+     "--output must end in .csv or .parquet"),
+    (["svm_only.joblib", "fertility.csv"], "has no column encoding"),
+], ids=["not a model", "missing data", "missing column", "output format", "no encoding"])
+def test_predict_bad_input_exits_2_with_a_message(files, encoded_model, args, message):
+    pd.read_csv(files / "fertility.csv").drop(columns=["age"]).to_csv(files / "no_age.csv",
+                                                                       index=False)
+    if not (files / "svm_only.joblib").exists():   # a model without an encoding
+        model = joblib.load(files / "enc.joblib")
+        del model.table_encoding_
+        joblib.dump(model, files / "svm_only.joblib")
+    out = _run("predict", *args, cwd=files, timeout=120)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("python -m daskelastic predict: error: ") and message in last, last
+    assert "Traceback" not in out.stderr
+
+
 def test_demo_prints_the_dashboard_page(tmp_path):
     out = _run("demo", "--rows", "3000", "--workers", "1", "--max-iter", "30", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
