@@ -68,9 +68,7 @@ def build_parser():
         description="Fit a daskelastic model on a table and save it with joblib. Numeric "
                     "columns are used as they are; text, categorical and boolean columns "
                     "are one-hot encoded (column=value).")
-    fit.add_argument("data", help="the table: .csv/.tsv, .parquet or .svm/.svmlight/.libsvm")
-    fit.add_argument("--format", choices=sorted(set(FORMATS.values())),
-                     help="the file's format (by default from its extension)")
+    _add_data_arguments(fit)
     fit.add_argument("--model", choices=sorted(MODELS), default="logistic",
                      help="logistic regression, linear SVM or ridge regression (logistic)")
     fit.add_argument("--target", help="the column to predict (CSV and Parquet)")
@@ -106,14 +104,20 @@ def build_parser():
                     "encoded as they were for the fit (a category not seen then sets no "
                     "feature; other columns, such as the target, are ignored).")
     pred.add_argument("model", help="the model file written by fit --output")
-    pred.add_argument("data", help="the table: .csv/.tsv, .parquet or .svm/.svmlight/.libsvm")
-    pred.add_argument("--format", choices=sorted(set(FORMATS.values())),
-                      help="the file's format (by default from its extension)")
+    _add_data_arguments(pred)
     pred.add_argument("--output", "-o", default=None, metavar="PATH",
                       help="write the predictions here (.csv or .parquet; by default CSV "
                            "on standard output)")
     parser.subcommands = {"demo": demo, "fit": fit, "predict": pred}
     return parser
+
+
+def _add_data_arguments(parser):
+    """The data file and its ``--format``, shared by ``fit`` and ``predict``."""
+    parser.add_argument("data",
+                        help="the table: .csv/.tsv, .parquet or .svm/.svmlight/.libsvm")
+    parser.add_argument("--format", choices=sorted(set(FORMATS.values())),
+                        help="the file's format (by default from its extension)")
 
 
 def main(argv=None):
