@@ -380,6 +380,24 @@ def read_table(path, *, fmt, target=None, drop=()):
     return X, y.to_numpy(), encoding.feature_names, encoding
 
 
+def _as_text(column):
+    """A column's values as the text of its one-hot features.
+
+    Missing values (NaN, None, NA) are ``"nan"``, and whole-number floats are
+    written as integers, so that a column read with blanks (as floats) gets
+    the values it had without them.
+    """
+    import pandas as pd
+
+    if pd.api.types.is_float_dtype(column):
+        whole = column.dropna()
+        if len(whole) and bool((whole == whole.round()).all()) \
+                and bool((whole.abs() < 2**53).all()):
+            column = column.astype("Int64")
+    values = column.astype(object)
+    return values.where(values.notna(), "nan").map(str)
+
+
 class TableEncoding:
     """How ``fit`` made features of a table's columns, to make the same of new rows.
 
@@ -443,7 +461,7 @@ class TableEncoding:
                    if pd.api.types.is_numeric_dtype(features[c])
                    and not pd.api.types.is_bool_dtype(features[c])]
         categorical = [c for c in features.columns if c not in numeric]
-        categories = [sorted(set(features[c].astype(str))) for c in categorical]
+        categories = [sorted(set(_as_text(features[c]))) for c in categorical]
         return cls(numeric, categorical, categories, ignored)
 
     @property
@@ -475,6 +493,7 @@ class TableEncoding:
         import pandas as pd
         import scipy.sparse as sp
 
+        frame = frame.rename(columns=str)
         missing = [c for c in self.numeric + self.categorical if c not in frame.columns]
         if missing:
             raise ValueError(f"missing column(s) {', '.join(map(repr, missing[:10]))}")
@@ -493,12 +512,15 @@ class TableEncoding:
                              "drop or fill them first")
         n = len(frame)
         dense = frame[self.numeric].to_numpy(dtype=np.float64).reshape(n, len(self.numeric))
+        inf_cols = [c for c, ok in zip(self.numeric, np.isfinite(dense).all(axis=0)) if not ok]
+        if inf_cols:
+            raise ValueError(f"infinite values in {', '.join(map(repr, inf_cols[:10]))}")
         if not self.categorical:
             return np.ascontiguousarray(dense)
         rows, cols, offset = [], [], len(self.numeric)
         for c, values in zip(self.categorical, self.categories):
             # -1: a value not seen
-            codes = pd.Index(values).get_indexer(frame[c].astype(str)).astype(np.int64)
+            codes = pd.Index(values).get_indexer(_as_text(frame[c])).astype(np.int64)
             seen = codes >= 0
             rows.append(np.flatnonzero(seen))
             cols.append(codes[seen] + offset)
@@ -512,6 +534,34 @@ class TableEncoding:
         X = onehot.tocsr()
         X.sort_indices()
         return X
+
+    def unseen_values(self, frame):
+        """Rows per categorical column whose value the encoding never saw.
+
+        Such a value sets none of the column's features; a column whose
+        values were all unseen often means the new table stores it with
+        another type (``1``/``0`` for ``True``/``False``, say).
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            Rows with the encoding's categorical columns.
+
+        Returns
+        -------
+        dict of str to int
+            ``{column: rows}`` for the columns with unseen values.
+        """
+        import pandas as pd
+
+        frame = frame.rename(columns=str)
+        out = {}
+        for c, values in zip(self.categorical, self.categories):
+            if c in frame.columns:
+                unseen = int((pd.Index(values).get_indexer(_as_text(frame[c])) < 0).sum())
+                if unseen:
+                    out[c] = unseen
+        return out
 
     def unknown_columns(self, frame):
         """Columns of ``frame`` that are neither features nor ignored columns.
@@ -565,7 +615,9 @@ def _predict(args):
         if encoding is None:
             raise _UsageError(f"{args.model} was not fitted on a CSV or Parquet table by "
                               "'fit': it has no column encoding")
-        frame = _read_frame(args.data, fmt)
+        frame = _read_frame(args.data, fmt).rename(columns=str)
+        if len(frame) == 0:
+            raise _UsageError(f"{args.data} has no rows")
         extra = encoding.unknown_columns(frame)
         if extra:
             print(f"note: ignoring column(s) {', '.join(map(repr, extra[:10]))}"
@@ -576,19 +628,30 @@ def _predict(args):
             X = encoding.transform(frame)
         except ValueError as e:
             raise _UsageError(f"{args.data}: {e}") from None
-    out = pd.DataFrame({"prediction": model.predict(X)})
-    if hasattr(model, "predict_proba"):
-        proba = model.predict_proba(X)
-        for j, label in enumerate(model.classes_):
-            out[f"p({label})"] = proba[:, j]
+        for column, rows in encoding.unseen_values(frame).items():
+            print(f"note: {column!r}: {rows:,} of {len(frame):,} rows hold a value the fit "
+                  "never saw (it sets no feature)", file=sys.stderr)
+    if X.shape[0] == 0:
+        raise _UsageError(f"{args.data} has no rows")
+    try:
+        out = pd.DataFrame({"prediction": model.predict(X)})
+        if hasattr(model, "predict_proba"):
+            proba = model.predict_proba(X)
+            for j, label in enumerate(model.classes_):
+                out[f"p({label})"] = proba[:, j]
+    except ValueError as e:   # e.g. the model's checks of X
+        raise _UsageError(f"cannot predict {args.data}: {e}") from None
     if args.output is None:
         out.to_csv(sys.stdout, index=False)
-    else:
+        return 0
+    try:
         if args.output.lower().endswith(".parquet"):
             out.to_parquet(args.output, index=False)
         else:
             out.to_csv(args.output, index=False)
-        print(f"predictions: {len(out):,} rows to {args.output}", file=sys.stderr)
+    except (OSError, ImportError) as e:
+        raise _UsageError(f"cannot write {args.output}: {type(e).__name__}: {e}") from None
+    print(f"predictions: {len(out):,} rows to {args.output}", file=sys.stderr)
     return 0
 
 

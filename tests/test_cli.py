@@ -162,17 +162,46 @@ def test_predict_svmlight_to_standard_output(files):
     assert [float(v) for v in lines[1:]] == list(model.predict(X))
 
 
+def test_fit_and_predict_with_missing_text_values(files):
+    """A blank text cell is a value of its own (``column=nan``), at fit and at predict."""
+    frame = pd.read_csv(files / "fertility.csv").head(1500)
+    frame.loc[frame.index[::10], "gender2"] = None
+    frame.to_csv(files / "blanks.csv", index=False)
+    out = _run("fit", "blanks.csv", "--target", "morekids", "--tol", "1e-3",
+               "--output", "blanks.joblib", "-q", cwd=files)
+    assert out.returncode == 0, out.stderr
+    model = joblib.load(files / "blanks.joblib")
+    names = model.table_encoding_.feature_names
+    assert "gender2=nan" in names
+    # the new rows store afam as 1/0 instead of yes/no: said, not silently lost
+    new = frame.head(100).assign(afam=lambda f: (f["afam"] == "yes").astype(int))
+    new.to_csv(files / "blanks_new.csv", index=False)
+    out = _run("predict", "blanks.joblib", "blanks_new.csv", cwd=files)
+    assert out.returncode == 0, out.stderr
+    assert "'afam': 100 of 100 rows hold a value the fit never saw" in out.stderr
+    X = model.table_encoding_.transform(new.drop(columns=["morekids"]))
+    j = names.index("gender2=nan")
+    assert X[:, j].sum() == 10 and X[:, [names.index("afam=yes"), names.index("afam=no")]].nnz == 0
+    predicted = [ln for ln in out.stdout.strip().splitlines()[1:]]
+    assert [ln.split(",")[0] for ln in predicted] == list(model.predict(X))
+
+
 @pytest.mark.parametrize("args, message", [
     (["fertility.csv", "fertility.csv"], "cannot read the model fertility.csv"),
     (["enc.joblib", "missing.csv"], "cannot read missing.csv as csv: FileNotFoundError"),
     (["enc.joblib", "no_age.csv"], "no_age.csv: missing column(s) 'age'"),
     (["enc.joblib", "fertility.csv", "--output", "pred.txt"],
      "--output must end in .csv or .parquet"),
+    (["enc.joblib", "infinite_age.csv"], "infinite values in 'age'"),
+    (["enc.joblib", "header_only.csv"], "header_only.csv has no rows"),
     (["svm_only.joblib", "fertility.csv"], "has no column encoding"),
-], ids=["not a model", "missing data", "missing column", "output format", "no encoding"])
+], ids=["not a model", "missing data", "missing column", "output format", "infinite value",
+        "no rows", "no encoding"])
 def test_predict_bad_input_exits_2_with_a_message(files, encoded_model, args, message):
-    pd.read_csv(files / "fertility.csv").drop(columns=["age"]).to_csv(files / "no_age.csv",
-                                                                       index=False)
+    fertility = pd.read_csv(files / "fertility.csv")
+    fertility.drop(columns=["age"]).to_csv(files / "no_age.csv", index=False)
+    fertility.head(20).assign(age=np.inf).to_csv(files / "infinite_age.csv", index=False)
+    fertility.head(0).to_csv(files / "header_only.csv", index=False)
     if not (files / "svm_only.joblib").exists():   # a model without an encoding
         model = joblib.load(files / "enc.joblib")
         del model.table_encoding_

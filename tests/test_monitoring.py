@@ -236,3 +236,20 @@ def test_the_placement_is_published_again_after_a_scale_in(flights, client):
         log.add(m)
     (record,) = log.records()
     assert record.placement == last
+
+
+def test_a_broken_chunk_map_never_fails_the_fit(client):
+    """Telemetry must not fail a fit: a placement it cannot build is skipped."""
+    from types import SimpleNamespace
+
+    from daskelastic.monitoring import FitMonitor
+
+    backend = SimpleNamespace(fit_id="fit-broken-map", placement={"w": [0, 1]},
+                              chunk_sizes={0: 10})   # chunk 1 has no size
+    monitor = FitMonitor(de.Ridge(), backend, client)
+    assert monitor.sender is not None
+    assert monitor.on_round({"round": 0, "time": 0.1, "duality_gap": 0.5,
+                             "n_workers": 1}) is False
+    assert monitor.finish() == "stopped"
+    kinds = [m["event"] for m in _fit_events(client, "fit-broken-map")]
+    assert kinds == ["start", "round", "end"]

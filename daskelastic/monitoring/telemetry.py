@@ -252,7 +252,7 @@ class FitMonitor:
         self.sender = None
         self._placement = None
         self._backend = backend
-        self._placed_rows = None   # rows per worker when placement was last published
+        self._placed = None   # the placement last published from the driver's map
         self._last = None
         self._t0 = time.perf_counter()
         if client is not None and config.get("telemetry"):
@@ -277,8 +277,11 @@ class FitMonitor:
                        n_targets=problem.n_targets)
         self.sender = EventSender(client, batch=batch)
         self.sender.send(to_message(msg))
-        # chunks and rows per worker take a round trip to the workers: not on
-        # the fit's path, but while its first rounds run
+        if self._publish_driver_placement():
+            return
+        # a backend without a chunk map of its own: chunks and rows per worker
+        # take a round trip to the workers, not on the fit's path but while its
+        # first rounds run
         self._placement = threading.Thread(target=self._publish_placement, args=(backend,),
                                            name=f"daskelastic-placement-{self.fit_id}",
                                            daemon=True)
@@ -313,34 +316,35 @@ class FitMonitor:
         if self.sender is not None:
             self.sender.send({"event": "round", "fit": self.fit_id,
                               "estimator": self.estimator_name, "entry": to_message(entry)})
-            self._republish_placement(entry)
+            if self._placement is None:   # the start-up thread's backends have no map
+                self._publish_driver_placement()
         return False
 
-    def _republish_placement(self, entry):
-        """Publish the placement again once the rows per worker changed.
+    def _publish_driver_placement(self):
+        """Publish the placement from the backend's chunk map if it changed.
 
         A scale-in, rebalance, join or recovery moves chunks between rounds;
-        the next round's ``worker_rows`` shows it.  The new placement comes
-        from the driver's own map of the chunks (no round trip to the workers).
+        the map is the driver's own (no round trip to the workers).  Never
+        raises: telemetry does not fail a fit.
+
+        Returns
+        -------
+        bool
+            Whether the backend keeps a chunk map.
         """
-        rows = entry.get("worker_rows")
-        if rows is None:
-            return
-        if self._placed_rows is None:
-            self._placed_rows = rows   # the first round: the start-up thread publishes
-            return
-        if rows == self._placed_rows:
-            return
-        placement = _driver_placement(self._backend)
-        if placement is None:
-            return
-        if self._placement is not None:
-            # the start-up publication must not land after this newer one
-            self._placement.join(PLACEMENT_TIMEOUT)
-        self._placed_rows = rows
-        self.sender.send(to_message({"event": "placement", "fit": self.fit_id,
-                                     "estimator": self.estimator_name,
-                                     "placement": placement}))
+        try:
+            placement = _driver_placement(self._backend)
+            if placement is None:
+                return False
+            if placement != self._placed:
+                self._placed = placement
+                self.sender.send(to_message({"event": "placement", "fit": self.fit_id,
+                                             "estimator": self.estimator_name,
+                                             "placement": placement}))
+            return True
+        except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
+            logger.debug("daskelastic telemetry: no placement (%r)", e)
+            return False
 
     def finish(self, result=None, error=None):
         """Report how the fit ended; the first call counts.
