@@ -424,12 +424,14 @@ class LocalResult:
 _SLOWDOWN_SLICES = 16
 
 #: Rows per bucket of the visiting order (see :class:`ChunkSolver`).  Measured
-#: on the flights table (327k rows, one worker, rounds to a relative gap of
-#: 1e-4): 64 rows: logistic 22 rounds, squared hinge 184, hinge 33; 16 rows:
-#: 13, 98, 29, for 10-35% more seconds per epoch.  Smaller buckets approach a
-#: random permutation's convergence but lose the sweep's memory throughput
-#: (a fully random order costs ~3.5x per epoch).  With several workers the
-#: CoCoA+ aggregation, not the visiting order, sets the number of rounds.
+#: on the flights table by ``benchmarks/bench_bucket.py`` (327k rows, one
+#: worker, rounds to a relative gap of 1e-4): 64 rows: logistic 22 rounds,
+#: squared hinge 184, hinge 33; 16 rows: 13, 98, 29, for 13-48% more seconds
+#: per epoch: a fit 31% (logistic) and 24% (squared hinge) faster, 20% slower
+#: for the hinge.  Smaller buckets approach a random permutation's convergence
+#: but lose the sweep's memory throughput (a fully random order costs 2.8-5x
+#: an epoch in buckets of 64).  With several workers the CoCoA+ aggregation,
+#: not the visiting order, sets the number of rounds.
 BUCKET_ROWS = 16
 
 
@@ -444,8 +446,9 @@ class ChunkSolver:
     - visiting chunk after chunk (a block order) converges several times
       slower than one permutation of all rows, because it drives the dual
       along the low-curvature direction that separates the blocks;
-    - visiting rows in a fully random order is ~10× slower per step than a
-      sequential sweep on a large sparse matrix (every step is a cache miss);
+    - visiting rows in a fully random order costs several times more per
+      step than a sequential sweep on a large sparse matrix (every step is a
+      cache miss);
     - the bucket size trades the two: small buckets converge in fewer rounds,
       large ones run an epoch faster (``BUCKET_ROWS`` records the numbers).
 
@@ -896,12 +899,14 @@ class ChunkSolver:
         return out
 
 
-def _visit_order(rng, n, steps, bucket=BUCKET_ROWS):
+def _visit_order(rng, n, steps, bucket=None):
     """Row indices for ``max(steps, n)`` steps: consecutive passes over ``range(n)``.
 
-    Each pass visits buckets of ``bucket`` consecutive rows in a random order,
-    the rows of a bucket in sequence; every pass is a permutation.
+    Each pass visits buckets of ``bucket`` consecutive rows (default
+    ``BUCKET_ROWS``, read at the call) in a random order, the rows of a bucket
+    in sequence; every pass is a permutation.
     """
+    bucket = BUCKET_ROWS if bucket is None else int(bucket)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     steps = max(int(steps), n)
