@@ -285,7 +285,7 @@ def larger_table():
     return X[:, keep].tocsr(), y
 
 
-@pytest.mark.slow   # compares wall-clock round times: a measurement, flaky on a loaded CI
+@pytest.mark.slow   # 120,000 rows on a 2-worker cluster, twice
 def test_a_slow_worker_gets_less_data_and_rounds_get_faster(larger_table):
     """Must-hold 4: one worker 2× slower throughout; chunk share follows speed."""
     X = larger_table[0]
@@ -304,8 +304,20 @@ def test_a_slow_worker_gets_less_data_and_rounds_get_faster(larger_table):
     share = last["worker_rows"][slow] / sum(last["worker_rows"].values())
     t_uniform = np.median([e["round_seconds"] for e in uniform.history[-10:]])
     t_balanced = np.median([e["round_seconds"] for e in balanced.history[-10:]])
+
+    def solver_seconds(history):
+        return {k: round(float(np.median([e["worker_seconds"][k] for e in history[-10:]])), 4)
+                for k in sorted(history[-1]["worker_seconds"])}
+
     print(f"rebalances {len(moves)}; slow worker's row share {share:.3f} (speed share 1/3); "
           f"median round {t_uniform:.4f} s uniform, {t_balanced:.4f} s balanced "
-          f"({1 - t_balanced / t_uniform:.0%} faster)")
+          f"({1 - t_balanced / t_uniform:.0%} faster); median solver seconds per worker: "
+          f"uniform {solver_seconds(uniform.history)}, "
+          f"balanced {solver_seconds(balanced.history)}")
     assert 0.2 <= share <= 0.42     # the realised slowdown is ≥ 2× on a loaded machine
-    assert t_balanced < 0.9 * t_uniform
+    # the slowest worker's solver time per round, measured on the workers (the
+    # wall-clock round, which adds the driver's and the network's share, is
+    # benchmarks/bench_rebalance.py's measurement: speed lives in benchmarks)
+    slowest_uniform = max(solver_seconds(uniform.history).values())
+    slowest_balanced = max(solver_seconds(balanced.history).values())
+    assert slowest_balanced < 0.9 * slowest_uniform
