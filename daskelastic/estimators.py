@@ -25,7 +25,7 @@ from .objective import lambda_from_C
 from .placement import make_chunks, split_rows
 from .policies import STRAGGLER_POLICIES, StragglerPolicy, make_straggler_policy
 from .scaling import SCALING_POLICIES, ScalingPolicy
-from .session import current_client, fit_session
+from .session import BACKENDS, current_client, fit_session
 from .targets import TargetEncoder
 
 __all__ = ["LogisticRegression", "LinearSVC", "Ridge"]
@@ -64,7 +64,7 @@ class _CoCoABase(BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "client": [None, object],
-        "backend": [StrOptions({"auto", "dask", "inprocess", "simulated"})],
+        "backend": [StrOptions(set(BACKENDS))],
         "n_workers": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "chunks_per_worker": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "local_steps": [None, Interval(numbers.Integral, 1, None, closed="left")],

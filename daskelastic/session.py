@@ -48,6 +48,10 @@ def _machine_workers():
         return max(1, os.cpu_count() or 1)
 
 
+#: The values of ``backend`` (the estimators' parameter of that name).
+BACKENDS = ("auto", "dask", "inprocess", "simulated")
+
+
 @contextlib.contextmanager
 def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
                 dask_input=False):
@@ -71,8 +75,6 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
       the default.  Cluster and client are closed when the block exits,
       whether the fit succeeded or not.
 
-    ``backend`` is not validated here: any other value acts as ``"dask"``
-    (the estimators check it before fitting).
 
     Parameters
     ----------
@@ -102,8 +104,8 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
     Raises
     ------
     ValueError
-        With ``backend="inprocess"`` and ``dask_input``: dask collections
-        need a Dask backend.
+        On an unknown ``backend``; with ``backend="inprocess"`` and
+        ``dask_input``: dask collections need a Dask backend.
 
     Examples
     --------
@@ -117,6 +119,9 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
     ...
     ValueError: dask collections need a Dask backend, not 'inprocess'
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, "
+                         f"got {backend!r}")
     if backend == "simulated":
         yield "simulated", None
         return

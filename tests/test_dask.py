@@ -195,6 +195,17 @@ def test_embedded_cluster_is_started_and_closed():
     assert current_client() is None
 
 
+def test_an_unknown_backend_is_refused_before_any_cluster_starts(client):
+    """fit_session used to take any other value for "dask"."""
+    from daskelastic.session import fit_session
+
+    workers = set(client.scheduler_info()["workers"])
+    with pytest.raises(ValueError, match="backend must be one of .* got 'gpu'"):
+        with fit_session(client=client, backend="gpu"):
+            pass
+    assert set(client.scheduler_info()["workers"]) == workers
+
+
 def test_actor_and_task_rounds_give_the_same_iterates(table, client):
     """The round transport changes latency, not the computation."""
     import dask
