@@ -75,7 +75,6 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
       the default.  Cluster and client are closed when the block exits,
       whether the fit succeeded or not.
 
-
     Parameters
     ----------
     client : distributed.Client, optional
