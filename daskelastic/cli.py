@@ -517,7 +517,7 @@ class TableEncoding:
             raise ValueError(f"infinite values in {', '.join(map(repr, inf_cols[:10]))}")
         if not self.categorical:
             return np.ascontiguousarray(dense)
-        rows, cols, offset = [], [], len(self.numeric)
+        rows, cols, offset = [], [], 0
         for c, values in zip(self.categorical, self.categories):
             # -1: a value not seen
             codes = pd.Index(values).get_indexer(_as_text(frame[c])).astype(np.int64)
@@ -527,15 +527,9 @@ class TableEncoding:
             offset += len(values)
         rows, cols = np.concatenate(rows), np.concatenate(cols)
         onehot = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, offset))
-        if self.numeric:
-            onehot = onehot + sp.csr_matrix(
-                (dense.ravel(), (np.repeat(np.arange(n), len(self.numeric)),
-                                 np.tile(np.arange(len(self.numeric)), n))), shape=(n, offset))
-        X = onehot.tocsr()
-        X.sort_indices()
-        return X
+        return sp.hstack([sp.csr_matrix(dense), onehot], format="csr")
 
-    def unseen_values(self, frame):
+    def unseen_values(self, X):
         """Rows per categorical column whose value the encoding never saw.
 
         Such a value sets none of the column's features; a column whose
@@ -544,23 +538,21 @@ class TableEncoding:
 
         Parameters
         ----------
-        frame : pandas.DataFrame
-            Rows with the encoding's categorical columns.
+        X : scipy.sparse.csr_matrix
+            Rows made by :meth:`transform` (read off its one-hot blocks: no
+            second pass over the table).
 
         Returns
         -------
         dict of str to int
             ``{column: rows}`` for the columns with unseen values.
         """
-        import pandas as pd
-
-        frame = frame.rename(columns=str)
-        out = {}
+        out, start = {}, len(self.numeric)
         for c, values in zip(self.categorical, self.categories):
-            if c in frame.columns:
-                unseen = int((pd.Index(values).get_indexer(_as_text(frame[c])) < 0).sum())
-                if unseen:
-                    out[c] = unseen
+            unseen = int((X[:, start:start + len(values)].getnnz(axis=1) == 0).sum())
+            if unseen:
+                out[c] = unseen
+            start += len(values)
         return out
 
     def unknown_columns(self, frame):
@@ -628,7 +620,7 @@ def _predict(args):
             X = encoding.transform(frame)
         except ValueError as e:
             raise _UsageError(f"{args.data}: {e}") from None
-        for column, rows in encoding.unseen_values(frame).items():
+        for column, rows in encoding.unseen_values(X).items():
             print(f"note: {column!r}: {rows:,} of {len(frame):,} rows hold a value the fit "
                   "never saw (it sets no feature)", file=sys.stderr)
     if X.shape[0] == 0:

@@ -304,8 +304,15 @@ class Backend:
         """``Σ α_i x_i`` over all rows, gathered from the workers (debugging)."""
         raise NotImplementedError
 
-    def describe(self):
+    def describe(self, ask_workers=True):
         """What each worker holds, for the history and monitoring.
+
+        Parameters
+        ----------
+        ask_workers : bool
+            Ask the workers (what they really hold); with False a backend
+            whose workers are remote answers from the driver's own map of the
+            chunks, without a round trip.
 
         Returns
         -------

@@ -877,8 +877,11 @@ class DaskBackend(Backend):
             out.update(part)
         return out
 
-    def describe(self):
-        return self._on_each(describe)
+    def describe(self, ask_workers=True):
+        if ask_workers:
+            return self._on_each(describe)
+        return {w: {"chunks": sorted(cids), "rows": int(sum(self.chunk_sizes[c] for c in cids))}
+                for w, cids in self.placement.items() if cids}
 
     def close(self):
         """Release the workers' state of this fit.

@@ -149,6 +149,6 @@ class InProcessBackend(Backend):
         """
         return {cid: a for s in self.solvers.values() for cid, a in s.alpha_by_chunk().items()}
 
-    def describe(self):
+    def describe(self, ask_workers=True):   # the workers are local
         return {name: {"chunks": s.chunk_ids, "rows": s.n_rows}
                 for name, s in self.solvers.items()}

@@ -763,7 +763,7 @@ class SimulatedBackend(Backend):
         return {cid: a for k in self._holding
                 for cid, a in self._workers[k].solver.alpha_by_chunk().items()}
 
-    def describe(self):
+    def describe(self, ask_workers=True):   # the workers are local
         return {name: {"chunks": wk.solver.chunk_ids, "rows": wk.solver.n_rows,
                        "state": wk.state, "speed": wk.speed,
                        "busy_seconds": wk.busy,

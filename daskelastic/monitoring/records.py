@@ -20,7 +20,7 @@ The events, all dicts with an ``"event"`` and a ``"fit"`` key:
     ``worker_seconds`` ``{worker: seconds}``, ...).
 ``placement``
     ``placement``: ``{worker: {"chunks": [...], "rows": n}}`` (the backend's
-    ``describe()``), read while the first rounds run.
+    ``describe(ask_workers=False)``), at the start and whenever chunks moved.
 ``end``
     ``estimator``, ``status`` (one of :data:`END_STATUSES`), ``n_iter``,
     ``duality_gap``, ``time`` (seconds since the fit began) and ``error``

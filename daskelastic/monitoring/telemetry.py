@@ -14,7 +14,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-import threading
 import time
 import uuid
 
@@ -25,9 +24,6 @@ __all__ = ["EventSender", "FitMonitor"]
 
 logger = logging.getLogger(__name__)
 
-
-#: Seconds the end of a fit waits for its placement to be read, at most.
-PLACEMENT_TIMEOUT = 2.0
 #: Seconds the client's loop waits after a first queued event before sending
 #: the queue, so that the events of several quick rounds go together.
 SEND_DELAY = 0.1
@@ -160,40 +156,6 @@ class EventSender:
             await self._task
 
 
-def _driver_placement(backend):
-    """``{worker: {"chunks": [...], "rows": n}}`` from a backend's own chunk map.
-
-    Parameters
-    ----------
-    backend : object
-        A backend with ``placement`` (worker to chunk ids) and
-        ``chunk_sizes`` (chunk id to rows), as
-        :class:`~daskelastic.backends.dask.DaskBackend` has.
-
-    Returns
-    -------
-    dict or None
-        The placement of the workers holding chunks, None when the backend
-        keeps no such map.
-
-    Examples
-    --------
-    >>> from types import SimpleNamespace
-    >>> from daskelastic.monitoring.telemetry import _driver_placement
-    >>> backend = SimpleNamespace(placement={"a": [2, 0], "b": []},
-    ...                           chunk_sizes={0: 100, 2: 50})
-    >>> _driver_placement(backend)
-    {'a': {'chunks': [0, 2], 'rows': 150}}
-    """
-    placement = getattr(backend, "placement", None)
-    sizes = getattr(backend, "chunk_sizes", None)
-    if placement is None or sizes is None:
-        return None
-    return {str(w): {"chunks": sorted(int(c) for c in cids),
-                     "rows": int(sum(sizes[c] for c in cids))}
-            for w, cids in placement.items() if cids}
-
-
 class FitMonitor:
     """Watch one fit: a progress bar, and the fit's events on the scheduler.
 
@@ -210,8 +172,8 @@ class FitMonitor:
         The estimator being fitted (its class name, ``tol`` and ``max_iter``
         are reported).
     backend : daskelastic.driver.Backend
-        The backend holding the data; its ``describe()`` gives the chunks and
-        rows per worker.
+        The backend holding the data; its ``describe(ask_workers=False)``
+        gives the chunks and rows per worker.
     client : distributed.Client, optional
         The client of a Dask fit; no events without one.
     progress : callable, optional
@@ -250,9 +212,8 @@ class FitMonitor:
         self.fit_id = getattr(backend, "fit_id", None) or f"fit-{uuid.uuid4().hex[:12]}"
         self.status = None
         self.sender = None
-        self._placement = None
         self._backend = backend
-        self._placed = None   # the placement last published from the driver's map
+        self._placed = None   # the placement last published
         self._last = None
         self._t0 = time.perf_counter()
         if client is not None and config.get("telemetry"):
@@ -277,25 +238,7 @@ class FitMonitor:
                        n_targets=problem.n_targets)
         self.sender = EventSender(client, batch=batch)
         self.sender.send(to_message(msg))
-        if self._publish_driver_placement():
-            return
-        # a backend without a chunk map of its own: chunks and rows per worker
-        # take a round trip to the workers, not on the fit's path but while its
-        # first rounds run
-        self._placement = threading.Thread(target=self._publish_placement, args=(backend,),
-                                           name=f"daskelastic-placement-{self.fit_id}",
-                                           daemon=True)
-        self._placement.start()
-
-    def _publish_placement(self, backend):
-        try:
-            placement = backend.describe()
-        except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
-            logger.debug("daskelastic telemetry: no placement (%r)", e)
-            return
-        self.sender.send(to_message({"event": "placement", "fit": self.fit_id,
-                                     "estimator": self.estimator_name,
-                                     "placement": placement}))
+        self._publish_placement()
 
     def on_round(self, entry):
         """The driver's callback: show and publish one round.
@@ -316,35 +259,26 @@ class FitMonitor:
         if self.sender is not None:
             self.sender.send({"event": "round", "fit": self.fit_id,
                               "estimator": self.estimator_name, "entry": to_message(entry)})
-            if self._placement is None:   # the start-up thread's backends have no map
-                self._publish_driver_placement()
+            self._publish_placement()
         return False
 
-    def _publish_driver_placement(self):
-        """Publish the placement from the backend's chunk map if it changed.
+    def _publish_placement(self):
+        """Publish the placement if it changed since it was last published.
 
-        A scale-in, rebalance, join or recovery moves chunks between rounds;
-        the map is the driver's own (no round trip to the workers).  Never
-        raises: telemetry does not fail a fit.
-
-        Returns
-        -------
-        bool
-            Whether the backend keeps a chunk map.
+        A scale-in, rebalance, join or recovery moves chunks between rounds.
+        The backend answers from the driver's own map of the chunks (no
+        round trip to the workers).  Never raises: telemetry does not fail a
+        fit.
         """
         try:
-            placement = _driver_placement(self._backend)
-            if placement is None:
-                return False
+            placement = self._backend.describe(ask_workers=False)
             if placement != self._placed:
                 self._placed = placement
                 self.sender.send(to_message({"event": "placement", "fit": self.fit_id,
                                              "estimator": self.estimator_name,
                                              "placement": placement}))
-            return True
         except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
             logger.debug("daskelastic telemetry: no placement (%r)", e)
-            return False
 
     def finish(self, result=None, error=None):
         """Report how the fit ended; the first call counts.
@@ -378,8 +312,6 @@ class FitMonitor:
         if self.progress is not None and hasattr(self.progress, "close"):
             self.progress.close(self.status)
         if self.sender is not None:
-            if self._placement is not None:
-                self._placement.join(PLACEMENT_TIMEOUT)
             msg = {"event": "end", "fit": self.fit_id, "estimator": self.estimator_name,
                    "status": self.status,
                    "n_iter": result.n_iter if result is not None else last.get("round", 0),
