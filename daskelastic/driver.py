@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .losses import SQUARED
+from .losses import HINGE, SQUARED
 from .objective import objective_from_gap
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
@@ -423,9 +423,15 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     gamma : float
         Aggregation parameter γ ∈ (0, 1]; ``w ← w + γ ΣΔw``.
     sigma : float, optional
-        Subproblem parameter σ′; default ``γ K′``, where ``K′`` is the most
-        results the round's plan can add (``K`` but with backup workers):
-        safe for any subset of the workers' results.
+        Subproblem parameter σ′, fixed.  By default it adapts (all losses
+        but the hinge): the first round uses the safe ``γ K′``, where ``K′``
+        is the most results the round's plan can add (``K`` but with backup
+        workers); after each round the driver evaluates the dual objective
+        along the sum of the added proposals, steps ``t ≤ γ`` along it as far
+        as a lower bound of the dual's gain allows, and sets the next σ′ to
+        ``σ′ / t*`` (``t*`` the unclipped best step), between 1 and ``γ K′``.
+        Each round then still raises the dual.  For the hinge, σ′ stays
+        ``γ K′`` (bolder steps there cost rounds, measured).
     local_steps : int, optional
         Coordinate steps per worker per round; default one pass over its rows.
     random_state : int
@@ -468,7 +474,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     FitResult
         The history entries hold ``round``, ``time``, ``duality_gap``
         (relative), ``gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
-        ``n_dropped``, ``n_preempted``, ``n_backup``, ``steps``, ``outer``
+        ``n_dropped``, ``n_preempted``, ``n_backup``, ``steps``, ``sigma`` (the
+        round's σ′), ``step`` (the step ``t`` its proposals were added with;
+        0 when none was), ``outer``
         (momentum steps so far), ``kappa``, ``worker_seconds`` (``{worker:
         solver seconds}``), ``worker_arrival`` (``{worker: seconds from the
         round start to its result}``), ``worker_rows`` (``{worker: rows
@@ -525,6 +533,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     objective = None
     n_iter = n_outer = 0
     seed = 0 if random_state is None else int(random_state)
+    adaptive_sigma = sigma is None and problem.loss != HINGE
+    sigma_next = None          # the adaptive σ′ the next round asks for
     for round_id in range(max_iter + 1):
         settlements = backend.between_rounds(settlements)
         last = round_id == max_iter
@@ -534,6 +544,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             K = len(workers)
             plan = (WaitPolicy() if last else policy).plan(K)
             sig = gamma * (plan.max_used or K) if sigma is None else float(sigma)
+            if adaptive_sigma and sigma_next is not None:
+                sig = min(max(sigma_next, 1.0), sig)
             w = v + shift
             slowdowns = None if injection is None else injection.factors(round_id, workers)
             required = () if plan.max_drops is None else \
@@ -564,6 +576,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             if kappa else 0.0
         objective = objective_from_gap(loss_sum, max(fenchel_young / n, 0.0) + mismatch,
                                        w, lam, n)
+        proposal = sum(results[k].dw for k in used) if used else None
+        step, best_step = gamma, None
+        if adaptive_sigma and used:
+            best_step = _best_step(results, used, proposal, w, lam_in, n)
+            if best_step is not None:
+                step = min(gamma, best_step)
         entry = {
             "round": round_id,
             "time": backend.clock() - t0,
@@ -577,6 +595,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "n_preempted": len(outcome.preempted & used),
             "n_backup": plan.n_backup,
             "steps": sum(results[k].steps for k in used),
+            "sigma": sig,
+            "step": step if used else 0.0,
             "outer": n_outer,
             "kappa": kappa,
             "worker_seconds": {str(k): r.seconds for k, r in results.items()},
@@ -599,8 +619,11 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             backend.settle({k: (round_id, None) for k in results})
             break
         drop_streak = {k: 0 if k in used else drop_streak.get(k, 0) + 1 for k in results}
-        v = v + gamma * sum(results[k].dw for k in used)
-        settlements = {k: (round_id, gamma if k in used else None) for k in results}
+        if used:
+            v = v + step * proposal
+        if best_step is not None:
+            sigma_next = sig / best_step
+        settlements = {k: (round_id, step if k in used else None) for k in results}
         n_iter = round_id + 1
         policy.observe(RoundRecord(
             round_id=round_id, arrival=outcome.arrival, full_time=outcome.full_time,
@@ -657,6 +680,30 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "increase max_iter or tol",
             ConvergenceWarning, stacklevel=3)
     return FitResult(w, n_iter, converged, objective, history)
+
+
+def _best_step(results, used, proposal, w, lam_in, n):
+    """The step along the added proposals that maximises a lower bound of the dual's gain.
+
+    With ``V = Σ Δv_k`` over the added workers and ``c = Σ Δ(dual sum)_k``
+    (:attr:`~daskelastic.solvers.LocalResult.dual_change`), the dual
+    ``D(α) = Σ dual_i / n − λ′⟨v, s⟩ − λ′‖v‖²/2`` (``s`` the acceleration's
+    shift, ``w = v + s``) gains, for the step ``t ∈ [0, 1]``,
+
+    ``D(α + tΔα) − D(α) ≥ t (c/n − λ′⟨V, w⟩) − t² λ′‖V‖²/2``,
+
+    because each dual value is concave in ``α_i`` (equality for the hinge and
+    at ``t = 1``).  Returns the maximiser ``t* = (c/n − λ′⟨V, w⟩) / (λ′‖V‖²)``
+    (unclipped), or None when the proposals are empty or the bound has no
+    positive slope (rounding on a converged fit).  Every local solver raises
+    its own CoCoA+ subproblem, so the slope is at least ``σ′λ′ Σ‖Δv_k‖²/2 > 0``.
+    """
+    curvature = lam_in * float(np.sum(proposal * proposal))
+    slope = sum(results[k].dual_change for k in used) / n \
+        - lam_in * float(np.sum(proposal * w))
+    if not (curvature > 0.0 and slope > 0.0 and np.isfinite(slope)):
+        return None
+    return slope / curvature
 
 
 def _elastic_controller(backend, scaling_policy, min_workers, release_workers,

@@ -311,6 +311,41 @@ def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums
 
 
 @njit(cache=True, nogil=True)
+def _dual_change(Y, sw, alpha, dalpha, loss):
+    """``Σ dual_value(α + Δα) − dual_value(α)`` over the entries with ``Δα ≠ 0``."""
+    total = 0.0
+    for i in range(alpha.shape[0]):
+        c = sw[i]
+        for k in range(alpha.shape[1]):
+            da = dalpha[i, k]
+            if da != 0.0:
+                a = alpha[i, k]
+                total += dual_value(loss, Y[i, k], a + da, c) - dual_value(loss, Y[i, k], a, c)
+    return total
+
+
+def dual_change(Y, sample_weight, alpha, dalpha, *, loss):
+    """The change of the dual sum ``Σ -(c_i ℓ_i)*(-α_i)`` that ``Δα`` would make.
+
+    With the round's ``Δw`` this is all the driver needs to evaluate the dual
+    objective after adding any set of workers' proposals (see
+    :func:`daskelastic.driver.run_cocoa`).
+
+    Parameters
+    ----------
+    Y, sample_weight, alpha, dalpha : ndarray
+        Targets, weights, committed and proposed dual values of the rows.
+    loss : int
+        Loss code.
+
+    Returns
+    -------
+    float
+    """
+    return float(_dual_change(Y, sample_weight, alpha, dalpha, loss))
+
+
+@njit(cache=True, nogil=True)
 def _spin(stop, n):
     """Busy-wait ``n`` iterations without the GIL, ending early on ``stop[0]``.
 
@@ -380,6 +415,10 @@ class LocalResult:
         Coordinate steps the round was given.
     stop_latency : float or None
         Seconds from the stop request to the solver's return (stopped rounds).
+    dual_change : float
+        ``Σ -(c_i ℓ_i)*(-(α_i + Δα_i)) − (-(c_i ℓ_i)*(-α_i))`` over the rows
+        the round changed: with ``dw``, what the driver needs to evaluate the
+        dual along the added proposals.
 
     Attributes
     ----------
@@ -401,11 +440,12 @@ class LocalResult:
     """
 
     __slots__ = ("dw", "steps", "loss_sum", "dual_sum", "alpha_z_sum", "n_rows",
-                 "seconds", "stopped", "budget", "stop_latency")
+                 "seconds", "stopped", "budget", "stop_latency", "dual_change")
 
     def __init__(self, dw, steps, sums, n_rows, seconds, stopped, budget,
-                 stop_latency=None):
+                 stop_latency=None, dual_change=0.0):
         self.dw = dw
+        self.dual_change = float(dual_change)
         self.steps = steps
         self.loss_sum, self.dual_sum, self.alpha_z_sum = (float(v) for v in sums)
         self.n_rows = n_rows
@@ -763,13 +803,14 @@ class ChunkSolver:
             rest = np.sort(visits[done:n])
             gap_sums_chunk(X, Y, sw, alpha, w, loss=self.loss,
                            intercept_scaling=self.intercept_scaling, rows=rest, sums=sums)
+        change = dual_change(Y, sw, alpha, dalpha, loss=self.loss) if done else 0.0
         t_end = time.perf_counter()
         stopped = done < budget
         latency = t_end - self._stop_time if stopped and self._stop_time else None
         self.running = None
         self.pending = (round_id, dalpha)
         return LocalResult(dw, done, sums, n, t_end - t0, stopped, budget,
-                           stop_latency=latency)
+                           stop_latency=latency, dual_change=change)
 
     def request_stop(self, round_id):
         """Ask round ``round_id`` to stop at its next check of the stop flag.

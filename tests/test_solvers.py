@@ -166,3 +166,28 @@ def test_gap_sums_cover_unvisited_rows():
     assert partial.steps == 17
     np.testing.assert_allclose([partial.loss_sum, partial.dual_sum, partial.alpha_z_sum],
                                solver.gap_sums(w), rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("m", [1, 3])
+def test_dual_change_matches_numpy_twin(loss, m):
+    rng = np.random.default_rng(3)
+    n, d = 60, 5
+    X = rng.normal(size=(n, d))
+    Y = rng.normal(size=(n, m)) if loss == "squared" else \
+        np.where(rng.random((n, m)) < 0.5, 1.0, -1.0)
+    sw = rng.uniform(0.5, 2.0, size=n)
+    solver = ChunkSolver(loss_code(loss), m, 1.0)
+    solver.add_chunk(0, X, Y, sw)
+    w = np.zeros((d + 1, m))
+    first = solver.solve(w, round_id=0, inv_lam_n=0.5, sigma=1.0)
+    solver.commit(0, gamma=0.5)           # a committed α inside the domain, not 0
+    result = solver.solve(w + 0.5 * first.dw, round_id=1, inv_lam_n=0.5, sigma=2.0,
+                          steps=n // 2)    # half a pass: some rows unchanged
+    Xp, Yp, swp, alpha = solver._packed
+    dalpha = solver.pending[1]
+    assert 0 < np.count_nonzero(dalpha) < n * m
+    twin = sum(ref.dual_value(loss, Yp[i, k], alpha[i, k] + dalpha[i, k], swp[i])
+               - ref.dual_value(loss, Yp[i, k], alpha[i, k], swp[i])
+               for i in range(n) for k in range(m) if dalpha[i, k] != 0)
+    assert result.dual_change == pytest.approx(twin, rel=1e-10, abs=1e-12)
