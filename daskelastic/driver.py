@@ -10,7 +10,8 @@ proposed ``Δw`` *and* the loss and dual sums of its rows at ``w_r`` and the
 committed ``α_r``: the duality gap of ``w_r`` comes out of the same pass over
 the data.  If that gap is below ``tol``, the round's proposals are discarded
 and ``w_r`` — with its certificate — is the result; otherwise the proposals
-are committed (``w ← w + γ ΣΔw``, ``α ← α + γΔα`` on the workers).
+are committed (``w ← w + t ΣΔw``, ``α ← α + tΔα`` on the workers, with a step
+``t ≤ γ`` chosen from the proposals; see :func:`run_cocoa`).
 """
 
 import contextvars
@@ -423,14 +424,20 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     gamma : float
         Aggregation parameter γ ∈ (0, 1]; ``w ← w + γ ΣΔw``.
     sigma : float, optional
-        Subproblem parameter σ′, fixed.  By default it adapts (all losses
-        but the hinge): the first round uses the safe ``γ K′``, where ``K′``
-        is the most results the round's plan can add (``K`` but with backup
-        workers); after each round the driver evaluates the dual objective
-        along the sum of the added proposals, steps ``t ≤ γ`` along it as far
-        as a lower bound of the dual's gain allows, and sets the next σ′ to
-        ``σ′ / t*`` (``t*`` the unclipped best step), between 1 and ``γ K′``.
-        Each round then still raises the dual.  For the hinge, σ′ stays
+        Subproblem parameter σ′, fixed (the proposals are then added with
+        ``t = γ``; a σ′ below ``γ K′`` gives up the guarantee that every round
+        raises the dual).  By default it adapts (all losses but the hinge):
+        the first round uses the safe ``γ K′``, where ``K′`` is the most
+        results the round's plan can add (``K`` but with backup workers);
+        after each round the driver evaluates the dual objective along the
+        sum of the added proposals and steps ``t = min(γ, t*)`` along it,
+        ``t*`` maximising a lower bound of the dual's gain (the docs'
+        *Algorithms* page, *Adaptive σ′*); the next σ′ is ``σ′ / t*``, scaled
+        to the number of results the next round can add and kept between
+        ``min(1, γ K′)`` and ``γ K′``.  Each round then still raises the dual (where no bound
+        is usable, near the optimum, the step is the CoCoA+-safe ``σ′ / K′``
+        and the next σ′ the safe one).  After a scale-in, a join or a lost
+        worker σ′ starts again from ``γ K′``.  For the hinge, σ′ stays
         ``γ K′`` (bolder steps there cost rounds, measured).
     local_steps : int, optional
         Coordinate steps per worker per round; default one pass over its rows.
@@ -534,7 +541,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     n_iter = n_outer = 0
     seed = 0 if random_state is None else int(random_state)
     adaptive_sigma = sigma is None and problem.loss != HINGE
-    sigma_next = None          # the adaptive σ′ the next round asks for
+    sigma_next = None          # adaptive: (σ′ the last round asks for, results it added)
     for round_id in range(max_iter + 1):
         settlements = backend.between_rounds(settlements)
         last = round_id == max_iter
@@ -545,7 +552,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             plan = (WaitPolicy() if last else policy).plan(K)
             sig = gamma * (plan.max_used or K) if sigma is None else float(sigma)
             if adaptive_sigma and sigma_next is not None:
-                sig = min(max(sigma_next, 1.0), sig)
+                # scaled to the number of results this round can add
+                wanted, added = sigma_next
+                sig = min(max(wanted * (plan.max_used or K) / added, min(1.0, sig)), sig)
             w = v + shift
             slowdowns = None if injection is None else injection.factors(round_id, workers)
             required = () if plan.max_drops is None else \
@@ -566,6 +575,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 v = backend.alpha_sum() * inv_lam_n
                 settlements = {}
                 policy.reset()
+                sigma_next = None
         results = outcome.results
         used = set() if last else outcome.used
         loss_sum = sum(r.loss_sum for r in results.values())
@@ -582,6 +592,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             best_step = _best_step(results, used, proposal, w, lam_in, n)
             if best_step is not None:
                 step = min(gamma, best_step)
+            else:   # no usable bound (rounding near the optimum): the CoCoA+-safe step
+                step = min(gamma, sig / len(used))
         entry = {
             "round": round_id,
             "time": backend.clock() - t0,
@@ -616,13 +628,14 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         stop_requested = bool(callback(entry)) if callback is not None else False
         converged = objective.relative_gap <= tol
         if converged or last or stop_requested:
+            entry["step"] = 0.0      # the proposals are discarded
             backend.settle({k: (round_id, None) for k in results})
             break
         drop_streak = {k: 0 if k in used else drop_streak.get(k, 0) + 1 for k in results}
         if used:
             v = v + step * proposal
-        if best_step is not None:
-            sigma_next = sig / best_step
+        if adaptive_sigma and used:
+            sigma_next = None if best_step is None else (sig / best_step, len(used))
         settlements = {k: (round_id, step if k in used else None) for k in results}
         n_iter = round_id + 1
         policy.observe(RoundRecord(
@@ -641,6 +654,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             if more:
                 events.extend(more)
                 policy.reset()
+                sigma_next = None
                 if adaptive and kappa and not _auto_accelerates(backend, problem):
                     # "auto" accelerates classification on two or more workers
                     # only: on one, SDCA alone is fast.  α stays; its iterate becomes

@@ -67,7 +67,8 @@ class RoundPlan:
         The number of backup workers ``b`` this plan stands for (recorded).
     max_used : int or None
         At most this many results can be added (``None``: all); the driver
-        sizes the CoCoA+ subproblem parameter ``σ′ = γ · max_used`` with it.
+        caps the CoCoA+ subproblem parameter with it (``σ′ ≤ γ · max_used``,
+        the safe value).
     estimate : dict
         What the policy estimated when choosing (recorded in the history).
     max_drops : int or None
@@ -251,8 +252,7 @@ class BackupPolicy(StragglerPolicy):
 
     The late workers are told to stop; their work is discarded and their
     chunks keep their dual state.  Since at most ``K − b`` results are added,
-    the local subproblems use ``σ′ = γ (K − b)``: bolder steps than with all
-    ``K``, still safe.
+    the safe ``σ′`` is ``γ (K − b)``: bolder steps than with all ``K``.
 
     Parameters
     ----------
@@ -304,7 +304,7 @@ class DynamicBackupPolicy(StragglerPolicy):
     and picks the ``b`` maximising ``P(b) / T(b)``.  Every ``explore_every``
     rounds it tries a neighbour of the best ``b`` instead, the one tried
     least: measured progress also reflects what the model cannot, such as
-    the bolder local steps (``σ′ = γ(K − b)``) of a larger ``b``.  While the
+    the bolder local steps (``σ′ ≤ γ(K − b)``) of a larger ``b``.  While the
     best ``b`` stays the same from one exploration to the next and both its
     neighbours have measured progress, the interval doubles (up to
     ``4 × explore_every``): an exploration round is a round spent on a ``b``
@@ -495,7 +495,7 @@ class PreemptPolicy(StragglerPolicy):
     next check of the stop flag (every 1,024 coordinate steps) and their
     partial work is added with the rest.  An SDCA step never lowers the
     local objective, so partial work is always safe to add; since every
-    result may be added, ``σ′ = γ K``.
+    result may be added, the safe ``σ′`` is ``γ K``.
 
     Parameters
     ----------

@@ -497,7 +497,7 @@ class ChunkSolver:
     packing is rebuilt only when the set of chunks changes.
 
     A round (:meth:`solve`) leaves its ``Δα`` pending; :meth:`commit` adds
-    ``γ·Δα`` to the dual state, :meth:`discard` forgets it.  This is the
+    ``t·Δα`` to the dual state (``t`` the driver's step), :meth:`discard` forgets it.  This is the
     worker-side half of the commit protocol that lets the driver drop a late
     result without breaking ``w = Σ α_i x_i / (λ n)``.
 
@@ -842,14 +842,14 @@ class ChunkSolver:
             _spin(self.stop, 50_000)   # ~50 µs, without the GIL
 
     def commit(self, round_id, gamma=1.0):
-        """Add ``γ·Δα`` of round ``round_id`` to the dual state.
+        """Add ``t·Δα`` of round ``round_id`` to the dual state.
 
         Parameters
         ----------
         round_id : int
             The pending round.
         gamma : float
-            Aggregation parameter ``γ``.
+            The step ``t`` the driver added the round's proposals with.
 
         Raises
         ------

@@ -11,6 +11,9 @@ from daskelastic.driver import Problem, run_cocoa
 from daskelastic.losses import loss_code
 from daskelastic.objective import lambda_from_C
 from daskelastic.placement import make_chunks, split_rows
+from daskelastic.solvers import ChunkSolver
+
+import reference as ref
 
 
 def _flights_problem(flights_small, loss, n_rows=4000):
@@ -81,3 +84,83 @@ def test_steps_below_one_keep_invariant_1_on_a_cluster(flights_small, client):
     assert len(errors) == len(result.history) == 13
     assert max(errors) < 1e-12
     assert any(h["step"] < 1.0 for h in result.history[:-1])
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge", "squared", "hinge"])
+def test_the_step_bound_holds_along_the_proposals(loss):
+    """``D(α + tΔα) − D(α)`` against the driver's bound: ≥ on [0, 1], = at t = 1.
+
+    Three targets, uneven sample weights, a proximal shift (``w = v + s``) and
+    two workers proposing boldly (σ′ = 1), so that the proposals overlap.
+    """
+    from daskelastic.driver import _best_step
+
+    rng = np.random.default_rng(5)
+    n, d, m, lam = 80, 6, 3, 0.02
+    # the second worker's rows are near copies of the first's: overlapping proposals
+    X = rng.normal(size=(n // 2, d))
+    X = np.vstack([X, X + 0.05 * rng.normal(size=X.shape)])
+    Y = rng.normal(size=(n // 2, m)) if loss == "squared" else \
+        np.where(rng.random((n // 2, m)) < 0.5, 1.0, -1.0)
+    Y = np.vstack([Y, Y])
+    sw = rng.uniform(0.3, 3.0, size=n)
+    inv_lam_n = 1.0 / (lam * n)
+    shift = 0.1 * rng.normal(size=(d + 1, m))
+    solvers = []
+    for k, rows in enumerate([slice(0, n // 2), slice(n // 2, n)]):
+        solver = ChunkSolver(loss_code(loss), m, 1.0)
+        solver.add_chunk(k, X[rows], Y[rows], sw[rows])
+        solvers.append(solver)
+    v = np.zeros_like(shift)
+    for round_id in range(12):   # rounds as the driver runs them, then one to check
+        w = v + shift
+        results = {k: s.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=1.0)
+                   for k, s in enumerate(solvers)}
+        proposal = results[0].dw + results[1].dw
+        if round_id == 11:
+            break
+        step = min(1.0, _best_step(results, {0, 1}, proposal, w, lam, n))
+        for s in solvers:
+            s.commit(round_id, gamma=step)
+        v = v + step * proposal
+
+    def dual(t):
+        total, vt = 0.0, np.zeros_like(v)
+        for s in solvers:
+            Xp, Yp, swp, alpha = s._packed
+            a = alpha + t * s.pending[1]
+            total += sum(ref.dual_value(loss, Yp[i, k], a[i, k], swp[i])
+                         for i in range(a.shape[0]) for k in range(m))
+            vt += np.hstack([Xp, np.ones((Xp.shape[0], 1))]).T @ a * inv_lam_n
+        return total / n - lam * float(np.sum(vt * shift)) - 0.5 * lam * float(np.sum(vt * vt))
+
+    slope = sum(r.dual_change for r in results.values()) / n \
+        - lam * float(np.sum(proposal * w))
+    curvature = lam * float(np.sum(proposal * proposal))
+    best = _best_step(results, {0, 1}, proposal, w, lam, n)
+    assert best < 1.0         # the proposals overlap: adding both in full overshoots
+    assert best == pytest.approx(slope / curvature, rel=1e-12)
+    scale = abs(dual(0.0)) + 1.0
+    for t in [0.1, 0.5, min(best, 1.0) / 2, min(best, 1.0)]:
+        assert dual(t) - dual(0.0) >= t * slope - 0.5 * t * t * curvature - 1e-10 * scale
+    assert dual(1.0) - dual(0.0) == pytest.approx(slope - 0.5 * curvature,
+                                                  rel=1e-8, abs=1e-10 * scale)
+    assert dual(min(best, 1.0)) > dual(0.0)
+
+
+def test_a_fixed_sigma_on_the_estimator_is_used_every_round(flights_small):
+    import daskelastic as de
+
+    X, y = flights_small
+    common = dict(C=1.0, tol=1e-3, max_iter=30, backend="inprocess", n_workers=3,
+                  random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fixed = de.LogisticRegression(sigma=3.0, gamma=0.8, **common).fit(X[:3000], y[:3000])
+        adaptive = de.LogisticRegression(**common).fit(X[:3000], y[:3000])
+    assert {h["sigma"] for h in fixed.history_} == {3.0}
+    assert {h["step"] for h in fixed.history_[:-1]} == {0.8}
+    assert fixed.history_[-1]["step"] == 0.0          # the certified round adds nothing
+    assert len({h["sigma"] for h in adaptive.history_}) > 1
+    with pytest.raises(ValueError, match="sigma"):
+        de.LogisticRegression(sigma=0.0, **common).fit(X[:300], y[:300])
