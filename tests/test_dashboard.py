@@ -141,40 +141,35 @@ def _grew_while_running(samples, fit):
     return counts
 
 
-def test_open_page_updates_while_a_fit_runs(flights, client, cluster):
-    """The page shows the running fit's round count grow.
+def _fit_while_watched(client, X, y, watch_page):
+    """Run a long fit here while ``watch_page(running)`` runs in a thread.
 
-    As in Chromium below, the fit runs until the page has shown three
-    different counts (then it is interrupted), instead of racing a fit of
-    fixed length: a fit converges to a gap of 0 in a second or two here.
+    When ``watch_page`` returns, the fit is interrupted (KeyboardInterrupt,
+    which the fit must raise: had it ended first, the page was not watched
+    while it ran); ``running()`` tells the watcher whether the fit still runs.
+    The fit is slow on purpose (no acceleration, the cautious fixed σ′ = 4),
+    so that it does not reach a gap of 0 — its ``tol`` — before a slow watcher
+    has seen it grow.  Returns what ``watch_page`` returned.
     """
-    X, y = flights
-    register_dashboard(client)
-    page = _Page(client, cluster)
-    samples, fitting, lock = [], threading.Event(), threading.Lock()
+    watched, fitting, lock = {}, threading.Event(), threading.Lock()
 
-    def sampler():
-        deadline = time.monotonic() + 120
+    def watcher():
         try:
-            while fitting.is_set() and time.monotonic() < deadline:
-                samples.append((page.selected(), len(page.rounds())))
-                shown = samples[-1][0]
-                if len({n for f, n in samples if f == shown and n > 0}) >= 3:
-                    break
-                time.sleep(0.2)
+            watched["value"] = watch_page(fitting.is_set)
+        except BaseException as exc:  # reported by the test, after the fit
+            watched["error"] = exc
         finally:
             with lock:
                 if fitting.is_set():   # only a running fit is interrupted
                     _thread.interrupt_main()
 
-    thread = threading.Thread(target=sampler)
+    thread = threading.Thread(target=watcher)
     fitting.set()
     thread.start()
     try:
         with pytest.raises(KeyboardInterrupt), warnings.catch_warnings():
             try:
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                # slow on purpose (no acceleration, the cautious fixed σ′ = 4)
                 de.LogisticRegression(C=0.5, tol=0.0, max_iter=100_000, backend="dask",
                                       client=client, acceleration=None,
                                       sigma=4.0).fit(X, y)
@@ -183,6 +178,37 @@ def test_open_page_updates_while_a_fit_runs(flights, client, cluster):
                     fitting.clear()
     finally:
         thread.join()
+    if "error" in watched:
+        raise watched["error"]
+    return watched["value"]
+
+
+def _three_counts(samples):
+    """Whether the page showed three different round counts of the fit it shows last."""
+    shown = samples[-1][0] if samples else None
+    return len({n for f, n in samples if f == shown and n > 0}) >= 3
+
+
+def test_open_page_updates_while_a_fit_runs(flights, client, cluster):
+    """The page shows the running fit's round count grow.
+
+    The fit runs until the page has shown three different counts (then it is
+    interrupted), instead of racing a fit of fixed length.
+    """
+    X, y = flights
+    register_dashboard(client)
+    page = _Page(client, cluster)
+
+    def sample(running):
+        samples, deadline = [], time.monotonic() + 120
+        while running() and time.monotonic() < deadline and not _three_counts(samples):
+            samples.append((page.selected(), len(page.rounds())))
+            time.sleep(0.2)
+        return samples
+
+    try:
+        samples = _fit_while_watched(client, X, y, sample)
+    finally:
         page.close()
     _grew_while_running(samples, _latest_fit(client))
 
@@ -201,45 +227,16 @@ def test_page_in_chromium_updates_while_a_fit_runs(flights, client):
              " const s = d.get_model_by_name('daskelastic-rounds');"
              " const f = d.get_model_by_name('daskelastic-fit');"
              " return [f.value, s.data.round.length] })()")
-    watched = {}
+    samples = []
 
     def enough(value):
-        samples = watched.setdefault("samples", [])
         if value:
             samples.append(tuple(value))
-        shown_fit = samples[-1][0] if samples else None
-        return len({n for f, n in samples if f == shown_fit and n > 0}) >= 3
+        return _three_counts(samples)
 
-    fitting = threading.Event()
-    lock = threading.Lock()
-
-    def watcher():
-        try:
-            watched["values"] = watch(_page(client), shown, until=enough)
-        except BaseException as exc:  # reported by the test, after the fit
-            watched["error"] = exc
-        finally:
-            with lock:
-                if fitting.is_set():   # only a running fit is interrupted
-                    _thread.interrupt_main()
-
-    thread = threading.Thread(target=watcher)
-    fitting.set()
-    thread.start()
-    try:
-        with pytest.raises(KeyboardInterrupt), warnings.catch_warnings():
-            try:
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                de.LogisticRegression(C=0.5, tol=0.0, max_iter=100_000, backend="dask",
-                                      client=client).fit(X, y)
-            finally:
-                with lock:
-                    fitting.clear()
-    finally:
-        thread.join()
-    if "error" in watched:
-        raise watched["error"]
-    samples = [tuple(v) for v in watched["values"] if v]
+    values = _fit_while_watched(client, X, y,
+                                lambda running: watch(_page(client), shown, until=enough))
+    samples = [tuple(v) for v in values if v]
     _grew_while_running(samples, _latest_fit(client))
 
 
