@@ -550,11 +550,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             workers = backend.workers()
             K = len(workers)
             plan = (WaitPolicy() if last else policy).plan(K)
-            sig = gamma * (plan.max_used or K) if sigma is None else float(sigma)
+            k_max = plan.max_used or K
+            sig = gamma * k_max if sigma is None else float(sigma)
             if adaptive_sigma and sigma_next is not None:
                 # scaled to the number of results this round can add
                 wanted, added = sigma_next
-                sig = min(max(wanted * (plan.max_used or K) / added, min(1.0, sig)), sig)
+                sig = min(max(wanted * k_max / added, min(1.0, sig)), sig)
             w = v + shift
             slowdowns = None if injection is None else injection.factors(round_id, workers)
             required = () if plan.max_drops is None else \
@@ -587,13 +588,15 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         objective = objective_from_gap(loss_sum, max(fenchel_young / n, 0.0) + mismatch,
                                        w, lam, n)
         proposal = sum(results[k].dw for k in used) if used else None
-        step, best_step = gamma, None
+        step = gamma
         if adaptive_sigma and used:
             best_step = _best_step(results, used, proposal, w, lam_in, n)
             if best_step is not None:
                 step = min(gamma, best_step)
-            else:   # no usable bound (rounding near the optimum): the CoCoA+-safe step
-                step = min(gamma, sig / len(used))
+                sigma_next = (sig / best_step, len(used))
+            else:   # no usable bound (rounding near the optimum): the CoCoA+-safe
+                step = min(gamma, sig / len(used))   # step, and the safe σ′ next
+                sigma_next = None
         entry = {
             "round": round_id,
             "time": backend.clock() - t0,
@@ -634,8 +637,6 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         drop_streak = {k: 0 if k in used else drop_streak.get(k, 0) + 1 for k in results}
         if used:
             v = v + step * proposal
-        if adaptive_sigma and used:
-            sigma_next = None if best_step is None else (sig / best_step, len(used))
         settlements = {k: (round_id, step if k in used else None) for k in results}
         n_iter = round_id + 1
         policy.observe(RoundRecord(

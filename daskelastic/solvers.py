@@ -445,7 +445,6 @@ class LocalResult:
     def __init__(self, dw, steps, sums, n_rows, seconds, stopped, budget,
                  stop_latency=None, dual_change=0.0):
         self.dw = dw
-        self.dual_change = float(dual_change)
         self.steps = steps
         self.loss_sum, self.dual_sum, self.alpha_z_sum = (float(v) for v in sums)
         self.n_rows = n_rows
@@ -453,6 +452,7 @@ class LocalResult:
         self.stopped = stopped
         self.budget = budget
         self.stop_latency = stop_latency
+        self.dual_change = float(dual_change)
 
     def __repr__(self):
         return (f"LocalResult(steps={self.steps}/{self.budget}, n_rows={self.n_rows}, "
