@@ -318,21 +318,29 @@ def _uniform_then_balanced(client, table):
           f"1/3); median of {n} rounds {t_uniform:.4f} s uniform, {t_balanced:.4f} s balanced "
           f"({1 - t_balanced / t_uniform:.0%} faster); median solver seconds per worker: "
           f"uniform {solver_seconds(uniform.history)}, balanced {solver_seconds(after)}")
-    # the slowest worker's solver time per round, measured on the workers (the
-    # wall-clock round, which adds the driver's and the network's share, is
-    # benchmarks/bench_rebalance.py's measurement: speed lives in benchmarks)
-    return max(solver_seconds(uniform.history).values()), max(solver_seconds(after).values())
+    # how uneven the workers' solver times are (slowest / fastest), measured on
+    # the workers.  Not the slowest time itself: the injected slowdown spins, so
+    # the slow worker burns CPU like a busy one, and when other processes load
+    # the 2 cores, evening out the work need not shorten the round (measured
+    # under load: the slow worker took 0.0376 s for 45,000 rows, 0.0357 s for
+    # 60,000 before the rebalance).  The wall-clock round time, on an otherwise
+    # idle machine, is benchmarks/bench_rebalance.py's measurement.
+    def imbalance(history):
+        seconds = solver_seconds(history).values()
+        return max(seconds) / min(seconds)
+
+    return imbalance(uniform.history), imbalance(after)
 
 
 @pytest.mark.slow   # 120,000 rows on a 2-worker cluster, twice (four times on a retry)
-def test_a_slow_worker_gets_less_data_and_rounds_get_faster(larger_table):
+def test_a_slow_worker_gets_less_data_and_the_solver_times_even_out(larger_table):
     """Must-hold 4: one worker 2× slower throughout; chunk share follows speed."""
     with _cluster(2) as cluster, Client(cluster) as client, \
             inject_stragglers(FixedSlowdown([0], 2.0)):
-        slowest_uniform, slowest_balanced = _uniform_then_balanced(client, larger_table)
-        if not slowest_balanced < 0.9 * slowest_uniform:
+        uneven_uniform, uneven_balanced = _uniform_then_balanced(client, larger_table)
+        if not uneven_balanced < 0.85 * uneven_uniform:
             # ~15 ms rounds of two workers and a driver on 2 cores: one pair of
             # fits can be disturbed by the machine; the same pair again must show it
-            slowest_uniform, slowest_balanced = _uniform_then_balanced(client, larger_table)
-    # ideal 0.67-0.75 (8 or 9 of 24 chunks on the slow worker); measured 0.72-0.87 here
-    assert slowest_balanced < 0.9 * slowest_uniform
+            uneven_uniform, uneven_balanced = _uniform_then_balanced(client, larger_table)
+    # measured 1.57-1.71 uniform against 1.03-1.31 balanced, idle or loaded
+    assert uneven_balanced < 0.85 * uneven_uniform
