@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .losses import HINGE, SQUARED
+from .losses import HINGE, LOGISTIC, SQUARED
 from .objective import objective_from_gap
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
@@ -390,6 +390,14 @@ _INNER_REDUCTION = 0.3
 #: With ``acceleration="auto"``, κ doubles when a proximal problem took at least
 #: this many rounds, and halves when it took one.
 _SLOW_INNER_ROUNDS = 10
+#: For the hinge, κ halves instead when a proximal problem took at least this
+#: many rounds: there a larger κ cost rounds (measured, see ``_next_kappa``).
+_HINGE_SLOW_INNER_ROUNDS = 5
+#: With ``acceleration="auto"``, logistic regression starts without
+#: acceleration and switches it on once the relative gap fell by less than
+#: ``_PLAIN_RATIO`` over the last ``_PLAIN_WINDOW`` rounds (see ``run_cocoa``).
+_PLAIN_WINDOW = 6
+_PLAIN_RATIO = 0.6
 
 
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
@@ -448,8 +456,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         the squared loss (Ridge) also on one worker (for classification on
         one worker SDCA alone is fast), starting from
         ``κ = 0.25 · sqrt(λ · mean ‖x_i‖²)`` and adapting it: doubled when a
-        proximal problem needs ten rounds or more, halved when it needs one;
+        proximal problem needs ten rounds or more (for the hinge: halved
+        when it needs five or more), halved when it needs one;
         for classification, switched off when a scale-in leaves one worker.
+        Logistic regression starts unaccelerated and switches Catalyst on,
+        centred at the current iterate, once the gap fell by less than
+        0.6× over six rounds (``history_``'s ``kappa`` turns positive).
         A float fixes ``κ = value · sqrt(λ · mean ‖x_i‖²)``; None or 0 turns
         acceleration off.
     straggler_policy : str or daskelastic.policies.StragglerPolicy, optional
@@ -528,6 +540,10 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     lam, n = problem.lam, problem.n_samples
     kappa = _kappa(acceleration, backend, problem)
     adaptive = acceleration == "auto"
+    kappa_later = 0.0          # κ to switch on once the plain rounds slow down
+    if adaptive and kappa and problem.loss == LOGISTIC:
+        kappa_later, kappa = kappa, 0.0
+    plain_gaps = []
     lam_in = lam + kappa
     inv_lam_n = 1.0 / (lam_in * n)
     v = problem.zeros()        # = Σ α_i x_i / (λ' n), the proximal problem's iterate
@@ -656,6 +672,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 events.extend(more)
                 policy.reset()
                 sigma_next = None
+                if adaptive and not _auto_accelerates(backend, problem):
+                    kappa_later = 0.0
                 if adaptive and kappa and not _auto_accelerates(backend, problem):
                     # "auto" accelerates classification on two or more workers
                     # only: on one, SDCA alone is fast.  α stays; its iterate becomes
@@ -666,6 +684,22 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                     w_outer_prev, p_outer_prev, inner_start, inner_rounds = \
                         None, np.inf, None, 0
                     continue
+        if kappa_later:
+            plain_gaps.append(objective.relative_gap)
+            if len(plain_gaps) > _PLAIN_WINDOW and \
+                    plain_gaps[-1] > _PLAIN_RATIO * plain_gaps[-1 - _PLAIN_WINDOW]:
+                # plain rounds stopped paying: accelerate from here, with the
+                # current iterate as the first centre.  α stays, so v follows
+                # λ' = λ + κ and w = v + shift is unchanged.
+                kappa, kappa_later = kappa_later, 0.0
+                w_now = v + shift
+                v = v * (lam_in / (lam + kappa))
+                lam_in = lam + kappa
+                inv_lam_n = 1.0 / (lam_in * n)
+                shift = (kappa / lam_in) * w_now
+                w_outer_prev, p_outer_prev, inner_start, inner_rounds = None, np.inf, None, 0
+                sigma_next = None
+                continue
         if kappa:
             inner_gap = max(fenchel_young / n, 0.0)
             inner_start = inner_gap if inner_start is None else inner_start
@@ -677,10 +711,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 beta = (1 - q) / (1 + q) if objective.primal <= p_outer_prev else 0.0
                 y = w if w_outer_prev is None else w + beta * (w - w_outer_prev)
                 w_outer_prev, p_outer_prev = w, objective.primal
-                if adaptive and inner_rounds >= _SLOW_INNER_ROUNDS:
-                    kappa *= 2.0
-                elif adaptive and inner_rounds <= 1:
-                    kappa *= 0.5
+                if adaptive:
+                    kappa = _next_kappa(kappa, inner_rounds, problem.loss)
                 # v = Σ α_i x_i / (λ' n) follows λ' = λ + κ; α does not change
                 v = v * (lam_in / (lam + kappa))
                 lam_in = lam + kappa
@@ -743,6 +775,30 @@ def _status(worker, outcome):
     if worker in outcome.preempted:
         return "preempted"
     return "used"
+
+
+def _next_kappa(kappa, inner_rounds, loss):
+    """κ of the next proximal problem under ``acceleration="auto"``.
+
+    Halved after a proximal problem solved in one round.  Otherwise doubled
+    after one that took ``_SLOW_INNER_ROUNDS`` or more, except for the hinge:
+    there it is halved after one that took ``_HINGE_SLOW_INNER_ROUNDS`` or
+    more.  For the hinge, over 18 in-process fits to a gap of 1e-4
+    (``benchmarks/bench_acceleration.py``), doubling had left 5 fits short
+    after 600 rounds, halving leaves 1; 9 fits need fewer rounds, 1 more.
+
+    Examples
+    --------
+    >>> from daskelastic.driver import _next_kappa
+    >>> from daskelastic.losses import HINGE, LOGISTIC
+    >>> _next_kappa(1.0, 12, LOGISTIC), _next_kappa(1.0, 12, HINGE), _next_kappa(1.0, 1, HINGE)
+    (2.0, 0.5, 0.5)
+    """
+    if inner_rounds <= 1:
+        return 0.5 * kappa
+    if loss == HINGE:
+        return 0.5 * kappa if inner_rounds >= _HINGE_SLOW_INNER_ROUNDS else kappa
+    return 2.0 * kappa if inner_rounds >= _SLOW_INNER_ROUNDS else kappa
 
 
 def _auto_accelerates(backend, problem):

@@ -1,0 +1,86 @@
+"""Catalyst's proximal weight κ under ``acceleration="auto"``."""
+
+import numpy as np
+import pytest
+
+import daskelastic as de
+from daskelastic.driver import _HINGE_SLOW_INNER_ROUNDS, _SLOW_INNER_ROUNDS, _next_kappa
+from daskelastic.losses import LOSSES
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+def test_next_kappa(loss):
+    code = LOSSES[loss]
+    assert _next_kappa(0.4, 1, code) == 0.2     # solved in one round: smaller κ
+    assert _next_kappa(0.4, 3, code) == 0.4
+    if loss == "hinge":
+        assert _next_kappa(0.4, _HINGE_SLOW_INNER_ROUNDS, code) == 0.2
+        assert _next_kappa(0.4, 100, code) == 0.2
+    else:
+        assert _next_kappa(0.4, _SLOW_INNER_ROUNDS - 1, code) == 0.4
+        assert _next_kappa(0.4, _SLOW_INNER_ROUNDS, code) == 0.8
+
+
+def test_the_hinges_kappa_only_falls_and_the_fit_converges(flights_small):
+    """Doubling κ after slow proximal problems took this fit past 2,000 rounds
+    (κ grew to 770, gap stuck at 5e-3); halving it converges in ~50."""
+    X, y = flights_small
+    est = de.LinearSVC(loss="hinge", C=0.1, fit_intercept=False, tol=1e-3, max_iter=400,
+                       backend="inprocess", n_workers=2, random_state=0).fit(X, y)
+    kappa = np.array([h["kappa"] for h in est.history_])
+    assert est.n_iter_[0] < 400 and est.duality_gap_ <= 1e-3
+    assert kappa[0] > 0 and np.all(np.diff(kappa) <= 0) and kappa[-1] < kappa[0]
+    # the certificate is the original problem's: the same optimum as a fixed κ
+    fixed = de.LinearSVC(loss="hinge", C=0.1, fit_intercept=False, tol=1e-3, max_iter=4000,
+                         backend="inprocess", n_workers=2, random_state=0,
+                         acceleration=0.25).fit(X, y)
+    p, p_fixed = est.history_[-1]["primal"], fixed.history_[-1]["primal"]
+    assert abs(p - p_fixed) <= 2e-3 * p_fixed
+
+
+def test_logistic_starts_plain_and_accelerates_when_the_rounds_slow(flights_small):
+    """Plain rounds first, Catalyst once the gap falls by < 0.6× over 6 rounds."""
+    X, y = flights_small
+    common = dict(C=0.1, fit_intercept=False, tol=1e-5, max_iter=1000, backend="inprocess",
+                  n_workers=2, random_state=0)
+    auto = de.LogisticRegression(**common).fit(X, y)
+    kappa = np.array([h["kappa"] for h in auto.history_])
+    gaps = np.array([h["duality_gap"] for h in auto.history_])
+    switch = int(np.argmax(kappa > 0))
+    assert kappa[0] == 0 and switch > 6 and np.all(kappa[switch:] > 0)
+    assert gaps[switch - 1] > 0.6 * gaps[switch - 7]          # the rule that fired
+    assert all(gaps[i] <= 0.6 * gaps[i - 6] for i in range(6, switch - 1))
+    # Catalyst from the first round (a fixed κ factor) needed 48 rounds, this 32
+    catalyst = de.LogisticRegression(acceleration=0.25, **common).fit(X, y)
+    assert catalyst.history_[0]["kappa"] > 0
+    assert len(auto.history_) < len(catalyst.history_)
+    p, p_catalyst = auto.history_[-1]["primal"], catalyst.history_[-1]["primal"]
+    assert auto.duality_gap_ <= 1e-5 and abs(p - p_catalyst) <= 2e-5 * p_catalyst
+
+
+def test_invariant_1_across_the_switch_on_a_cluster(flights_small, client):
+    """w(α) = Σ α_i x_i / (λ' n) every round, before and after κ is switched on."""
+    from daskelastic.backends.dask import DaskBackend
+    from daskelastic.driver import Problem, run_cocoa
+    from daskelastic.objective import lambda_from_C
+    from daskelastic.placement import make_chunks, split_rows
+
+    X, y = flights_small
+    n, d = X.shape
+    problem = Problem(LOSSES["logistic"], lambda_from_C(0.1, n), n, d, 1, 0.0)
+    backend = DaskBackend(client, problem)
+    backend.load_chunks(make_chunks(X, np.where(y == 1, 1.0, -1.0)[:, None], np.ones(n),
+                                    split_rows(n, n_chunks=4), shuffle=0))
+    errors = []
+
+    def check(round_id, w, backend, v, inv_lam_n):
+        errors.append(np.abs(backend.alpha_sum() * inv_lam_n - v).max()
+                      / max(1.0, np.abs(v).max()))
+
+    try:
+        result = run_cocoa(backend, problem, tol=1e-5, max_iter=200, round_hook=check)
+    finally:
+        backend.close()
+    kappa = [h["kappa"] for h in result.history]
+    assert result.converged and kappa[0] == 0 and kappa[-1] > 0
+    assert len(errors) == len(result.history) and max(errors) < 1e-12
