@@ -11,6 +11,8 @@ rounds to a certified relative duality gap of ``--tol`` (1e-4), at most
 - ``catalyst``: ``acceleration=0.25``, Catalyst from the first round with the
   same starting κ and no adaptation;
 - ``none``: no acceleration;
+- ``auto σ′=K``: the default acceleration with the fixed ``σ′ = K`` instead of
+  the adaptive one (the two interact through the switch point);
 - ``base``: the default of another checkout (``--base PATH``, e.g. a
   ``git worktree`` of an older commit), run in a subprocess with that
   checkout first on ``sys.path``: the rule before a change, in the same run.
@@ -24,7 +26,7 @@ that did not converge counts as ``--max-iter`` + 1).
 Reproduce::
 
     git worktree add /tmp/base <commit>           # optional: the older rule
-    python benchmarks/bench_acceleration.py --base /tmp/base    # ~5 minutes
+    python benchmarks/bench_acceleration.py --base /tmp/base    # ~6 minutes
 
 Outputs ``results/bench_acceleration.{json,csv,txt,png}``.
 """
@@ -47,7 +49,7 @@ TABLES = ["flights60k", "fertility", "diamonds"]
 LOSSES = ["logistic", "squared_hinge", "hinge"]
 CS = [0.1, 1.0, 10.0]
 WORKERS = [2, 4]
-CONFIGS = {"auto": "auto", "catalyst": 0.25, "none": None}
+CONFIGS = {"auto": "auto", "catalyst": 0.25, "none": None, "auto σ′=K": "auto"}
 
 
 def load(name):
@@ -82,7 +84,8 @@ def run_grid(configs, tol, max_iter):
         for c in configs:
             kw = dict(C=C, fit_intercept=False, tol=tol, max_iter=max_iter,
                       backend="inprocess", n_workers=K, random_state=0,
-                      acceleration=CONFIGS[c if c in CONFIGS else "auto"])
+                      acceleration=CONFIGS[c if c in CONFIGS else "auto"],
+                      sigma=float(K) if c == "auto σ′=K" else None)
             est = LogisticRegression(**kw) if loss == "logistic" else LinearSVC(loss=loss, **kw)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
