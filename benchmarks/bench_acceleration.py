@@ -1,9 +1,10 @@
 """Rounds of ``acceleration="auto"`` against Catalyst from the first round and none.
 
 What it measures (in-process, ``backend="inprocess"`` with ``n_workers=K``: the
-rounds do not depend on the machine): for each table, loss, ``C`` and K, the
-rounds to a certified relative duality gap of ``--tol`` (1e-4), at most
-``--max-iter`` (600), of
+rounds do not depend on the machine; the base checkout, which may sum the
+workers' proposals in the order of a set, runs with ``PYTHONHASHSEED=0``): for
+each table, loss, ``C`` and K, the rounds to a certified relative duality gap of
+``--tol`` (1e-4), at most ``--max-iter`` (600), of
 
 - ``auto``: the default (logistic regression starts plain and switches
   Catalyst on when the rounds slow down; κ adapts, for the hinge only
@@ -98,11 +99,14 @@ def run_grid(configs, tol, max_iter):
 
 def run_base(path, tol, max_iter):
     """``run_grid(["base"])`` in a subprocess importing daskelastic from ``path``."""
-    env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
+    env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()), PYTHONHASHSEED="0")
     cmd = [sys.executable, __file__, "--worker", "--tol", str(tol), "--max-iter", str(max_iter)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True,
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True,
                           cwd=str(Path(path).resolve()))
-    return json.loads(done.stdout.strip().splitlines()[-1])["base"]
+    if done.returncode != 0:
+        raise RuntimeError(f"the base run failed:\n{done.stderr}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return out["base"], out["imported"]
 
 
 def geomean(xs):
@@ -144,7 +148,11 @@ def main(argv=None):
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(run_grid(["base"], args.tol, args.max_iter)))
+        import daskelastic
+
+        out = run_grid(["base"], args.tol, args.max_iter)
+        out["imported"] = daskelastic.__file__
+        print(json.dumps(out))
         return
 
     log = cm.Tee()
@@ -156,7 +164,8 @@ def main(argv=None):
     rounds = run_grid(list(CONFIGS), args.tol, args.max_iter)
     configs = list(CONFIGS)
     if args.base:
-        rounds["base"] = run_base(args.base, args.tol, args.max_iter)
+        rounds["base"], imported = run_base(args.base, args.tol, args.max_iter)
+        log(f"base: daskelastic imported from {imported}")
         configs = ["base"] + configs
     rows, csv_rows = [], []
     for i, (table, loss, C, K) in enumerate(grid()):

@@ -593,17 +593,21 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 settlements = {}
                 policy.reset()
                 sigma_next = None
+                plain_gaps.clear()   # the gap jumps with the lost α: not a slowdown
         results = outcome.results
         used = set() if last else outcome.used
-        loss_sum = sum(r.loss_sum for r in results.values())
-        dual_sum = sum(r.dual_sum for r in results.values())
-        fenchel_young = sum(r.alpha_z_sum for r in results.values()) + loss_sum - dual_sum
+        ordered = [results[k] for k in sorted(results, key=str)]   # not arrival order
+        loss_sum = sum(r.loss_sum for r in ordered)
+        dual_sum = sum(r.dual_sum for r in ordered)
+        fenchel_young = sum(r.alpha_z_sum for r in ordered) + loss_sum - dual_sum
         # P(w) − D(α) = FY/n + λ/2 ‖w − (λ'/λ) v‖²: both terms ≥ 0
         mismatch = 0.5 * lam * float(np.sum(np.square(w - (lam_in / lam) * v))) \
             if kappa else 0.0
         objective = objective_from_gap(loss_sum, max(fenchel_young / n, 0.0) + mismatch,
                                        w, lam, n)
-        proposal = sum(results[k].dw for k in used) if used else None
+        # summed in a fixed order: a set's order follows the hash seed, and the
+        # last bits of the sum can change the rounds a fit needs
+        proposal = sum(results[k].dw for k in sorted(used, key=str)) if used else None
         step = gamma
         if adaptive_sigma and used:
             best_step = _best_step(results, used, proposal, w, lam_in, n)
@@ -672,6 +676,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 events.extend(more)
                 policy.reset()
                 sigma_next = None
+                plain_gaps.clear()
                 if adaptive and not _auto_accelerates(backend, problem):
                     kappa_later = 0.0
                 if adaptive and kappa and not _auto_accelerates(backend, problem):
@@ -746,7 +751,7 @@ def _best_step(results, used, proposal, w, lam_in, n):
     its own CoCoA+ subproblem, so the slope is at least ``σ′λ′ Σ‖Δv_k‖²/2 > 0``.
     """
     curvature = lam_in * float(np.sum(proposal * proposal))
-    slope = sum(results[k].dual_change for k in used) / n \
+    slope = sum(results[k].dual_change for k in sorted(used, key=str)) / n \
         - lam_in * float(np.sum(proposal * w))
     if not (curvature > 0.0 and slope > 0.0 and np.isfinite(slope)):
         return None
