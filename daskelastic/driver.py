@@ -704,6 +704,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 shift = (kappa / lam_in) * w_now
                 w_outer_prev, p_outer_prev, inner_start, inner_rounds = None, np.inf, None, 0
                 sigma_next = None
+                # the gap's fall per round changes with the switch: progress a
+                # straggler policy measured in plain rounds no longer holds
+                policy.reset()
                 continue
         if kappa:
             inner_gap = max(fenchel_young / n, 0.0)

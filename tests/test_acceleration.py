@@ -84,3 +84,18 @@ def test_invariant_1_across_the_switch_on_a_cluster(flights_small, client):
     kappa = [h["kappa"] for h in result.history]
     assert result.converged and kappa[0] == 0 and kappa[-1] > 0
     assert len(errors) == len(result.history) and max(errors) < 1e-12
+
+
+def test_the_straggler_policy_starts_afresh_at_the_switch(flights_small):
+    """Progress measured in plain rounds does not carry over to accelerated ones."""
+    from daskelastic.backends.simulated import ClusterModel
+
+    X, y = flights_small
+    est = de.LogisticRegression(C=0.1, fit_intercept=False, tol=1e-5, max_iter=1000,
+                                backend="simulated", random_state=0,
+                                cluster_model=ClusterModel(n_workers=4, seconds_per_nnz=1e-8),
+                                straggler_policy="dynamic").fit(X, y)
+    h = est.history_
+    switch = next(i for i, e in enumerate(h) if e["kappa"] > 0)
+    assert switch > 6 and h[switch - 1]["policy_estimate"].get("reason") != "warm-up"
+    assert h[switch]["policy_estimate"] == {"reason": "warm-up"}
