@@ -346,6 +346,13 @@ def write_results(name, results, csv_rows, log, plot, title):
     log(f"wrote {base}.{{json,csv,txt,png}}")
 
 
+def save_figure(fig, path, title):
+    """Title, lay out and write a results figure (110 dpi, as every plot here)."""
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def read_results(names):
     """The JSON results of earlier runs, by name (``results/<name>.json``), in order."""
     import json

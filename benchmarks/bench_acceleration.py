@@ -135,9 +135,7 @@ def plot(results, path, title):
         ax.set_ylabel("rounds to 1e-4")
         ax.set_title(loss, fontsize=9)
         ax.legend(fontsize=6)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    cm.save_figure(fig, path, title)
 
 
 def main(argv=None):

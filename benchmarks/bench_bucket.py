@@ -93,9 +93,7 @@ def plot(results, path, title):
         ax.set_xlabel("rows per bucket")
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    cm.save_figure(fig, path, title)
 
 
 def main(argv=None):

@@ -33,7 +33,15 @@ import time
 import warnings
 
 import numpy as np
-from _common import RESULTS, Tee, environment, preload_daskelastic, table, write_results
+from _common import (
+    RESULTS,
+    Tee,
+    environment,
+    preload_daskelastic,
+    save_figure,
+    table,
+    write_results,
+)
 
 CONFIGS = [("fixed K=1", 1, None), ("fixed K=2", 2, None), ("fixed K=4", 4, None),
            ("convergence (K=4 start)", 4, "convergence")]
@@ -105,9 +113,7 @@ def plot(results, path, title):
     ax2.set_xticks(x, [n.replace(" (K=4 start)", "\n(K=4 start)") for n in names], fontsize=8)
     ax2.set_title("medians over repeats")
     ax2.legend(fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, title)
 
 
 def main():

@@ -85,9 +85,7 @@ def plot(results, path, title):
         ax.set_ylabel("relative duality gap")
         ax.set_title(f"K = {K}", fontsize=9)
         ax.legend(fontsize=6)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    cm.save_figure(fig, path, title)
 
 
 def main(argv=None):
