@@ -596,21 +596,23 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 plain_gaps.clear()   # the gap jumps with the lost α: not a slowdown
         results = outcome.results
         used = set() if last else outcome.used
-        ordered = [results[k] for k in sorted(results, key=str)]   # not arrival order
-        loss_sum = sum(r.loss_sum for r in ordered)
-        dual_sum = sum(r.dual_sum for r in ordered)
-        fenchel_young = sum(r.alpha_z_sum for r in ordered) + loss_sum - dual_sum
+        # sums in a fixed order, not arrival order or a set's (which follows the
+        # hash seed): their last bits can change the rounds a fit needs
+        order = sorted(results, key=str)
+        added = [results[k] for k in order if k in used]
+        loss_sum = sum(results[k].loss_sum for k in order)
+        dual_sum = sum(results[k].dual_sum for k in order)
+        fenchel_young = sum(results[k].alpha_z_sum for k in order) + loss_sum - dual_sum
         # P(w) − D(α) = FY/n + λ/2 ‖w − (λ'/λ) v‖²: both terms ≥ 0
         mismatch = 0.5 * lam * float(np.sum(np.square(w - (lam_in / lam) * v))) \
             if kappa else 0.0
         objective = objective_from_gap(loss_sum, max(fenchel_young / n, 0.0) + mismatch,
                                        w, lam, n)
-        # summed in a fixed order: a set's order follows the hash seed, and the
-        # last bits of the sum can change the rounds a fit needs
-        proposal = sum(results[k].dw for k in sorted(used, key=str)) if used else None
+        proposal = sum(r.dw for r in added) if added else None
         step = gamma
-        if adaptive_sigma and used:
-            best_step = _best_step(results, used, proposal, w, lam_in, n)
+        if adaptive_sigma and added:
+            best_step = _best_step(sum(r.dual_change for r in added), proposal, w,
+                                   lam_in, n)
             if best_step is not None:
                 step = min(gamma, best_step)
                 sigma_next = (sig / best_step, len(used))
@@ -679,16 +681,16 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 plain_gaps.clear()
                 if adaptive and not _auto_accelerates(backend, problem):
                     kappa_later = 0.0
-                if adaptive and kappa and not _auto_accelerates(backend, problem):
-                    # "auto" accelerates classification on two or more workers
-                    # only: on one, SDCA alone is fast.  α stays; its iterate becomes
-                    # w(α) of the original problem.
-                    v = v * (lam_in / lam)
-                    kappa, lam_in, inv_lam_n = 0.0, lam, 1.0 / (lam * n)
-                    shift = problem.zeros()
-                    w_outer_prev, p_outer_prev, inner_start, inner_rounds = \
-                        None, np.inf, None, 0
-                    continue
+                    if kappa:
+                        # "auto" accelerates classification on two or more workers
+                        # only: on one, SDCA alone is fast.  α stays; its iterate
+                        # becomes w(α) of the original problem.
+                        kappa = 0.0
+                        v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa,
+                                                               problem.zeros())
+                        w_outer_prev, p_outer_prev, inner_start, inner_rounds = \
+                            None, np.inf, None, 0
+                        continue
         if kappa_later:
             plain_gaps.append(objective.relative_gap)
             if len(plain_gaps) > _PLAIN_WINDOW and \
@@ -697,11 +699,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 # current iterate as the first centre.  α stays, so v follows
                 # λ' = λ + κ and w = v + shift is unchanged.
                 kappa, kappa_later = kappa_later, 0.0
-                w_now = v + shift
-                v = v * (lam_in / (lam + kappa))
-                lam_in = lam + kappa
-                inv_lam_n = 1.0 / (lam_in * n)
-                shift = (kappa / lam_in) * w_now
+                v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa, v + shift)
                 w_outer_prev, p_outer_prev, inner_start, inner_rounds = None, np.inf, None, 0
                 sigma_next = None
                 # the gap's fall per round changes with the switch: progress a
@@ -721,11 +719,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 w_outer_prev, p_outer_prev = w, objective.primal
                 if adaptive:
                     kappa = _next_kappa(kappa, inner_rounds, problem.loss)
-                # v = Σ α_i x_i / (λ' n) follows λ' = λ + κ; α does not change
-                v = v * (lam_in / (lam + kappa))
-                lam_in = lam + kappa
-                inv_lam_n = 1.0 / (lam_in * n)
-                shift = (kappa / lam_in) * y
+                v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa, y)
                 inner_start, inner_rounds = None, 0
                 n_outer += 1
     if not converged and not stop_requested:
@@ -737,11 +731,23 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     return FitResult(w, n_iter, converged, objective, history)
 
 
-def _best_step(results, used, proposal, w, lam_in, n):
+def _reweigh(v, lam, lam_in, n, kappa, centre):
+    """The iterate's parts for a new proximal weight ``κ`` and centre ``y``.
+
+    α does not change, so ``v = Σ α_i x_i / (λ' n)`` follows ``λ' = λ + κ``;
+    returns ``(v, λ', 1 / (λ' n), κ y / λ')``.  The iterate ``v + κ y / λ'``
+    is unchanged when ``y`` is the current iterate.
+    """
+    lam_new = lam + kappa
+    return v * (lam_in / lam_new), lam_new, 1.0 / (lam_new * n), (kappa / lam_new) * centre
+
+
+def _best_step(change, proposal, w, lam_in, n):
     """The step along the added proposals that maximises a lower bound of the dual's gain.
 
-    With ``V = Σ Δv_k`` over the added workers and ``c = Σ Δ(dual sum)_k``
-    (:attr:`~daskelastic.solvers.LocalResult.dual_change`), the dual
+    With ``V = Σ Δv_k`` (``proposal``) over the added workers and
+    ``c = Σ Δ(dual sum)_k`` (``change``, the sum of their
+    :attr:`~daskelastic.solvers.LocalResult.dual_change`), the dual
     ``D(α) = Σ dual_i / n − λ′⟨v, s⟩ − λ′‖v‖²/2`` (``s`` the acceleration's
     shift, ``w = v + s``) gains, for the step ``t ∈ [0, 1]``,
 
@@ -754,8 +760,7 @@ def _best_step(results, used, proposal, w, lam_in, n):
     its own CoCoA+ subproblem, so the slope is at least ``σ′λ′ Σ‖Δv_k‖²/2 > 0``.
     """
     curvature = lam_in * float(np.sum(proposal * proposal))
-    slope = sum(results[k].dual_change for k in sorted(used, key=str)) / n \
-        - lam_in * float(np.sum(proposal * w))
+    slope = change / n - lam_in * float(np.sum(proposal * w))
     if not (curvature > 0.0 and slope > 0.0 and np.isfinite(slope)):
         return None
     return slope / curvature

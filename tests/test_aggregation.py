@@ -119,7 +119,8 @@ def test_the_step_bound_holds_along_the_proposals(loss):
         proposal = results[0].dw + results[1].dw
         if round_id == 11:
             break
-        step = min(1.0, _best_step(results, {0, 1}, proposal, w, lam, n))
+        change = results[0].dual_change + results[1].dual_change
+        step = min(1.0, _best_step(change, proposal, w, lam, n))
         for s in solvers:
             s.commit(round_id, gamma=step)
         v = v + step * proposal
@@ -137,7 +138,7 @@ def test_the_step_bound_holds_along_the_proposals(loss):
     slope = sum(r.dual_change for r in results.values()) / n \
         - lam * float(np.sum(proposal * w))
     curvature = lam * float(np.sum(proposal * proposal))
-    best = _best_step(results, {0, 1}, proposal, w, lam, n)
+    best = _best_step(results[0].dual_change + results[1].dual_change, proposal, w, lam, n)
     assert best < 1.0         # the proposals overlap: adding both in full overshoots
     assert best == pytest.approx(slope / curvature, rel=1e-12)
     scale = abs(dual(0.0)) + 1.0
