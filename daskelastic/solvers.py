@@ -22,6 +22,8 @@ Binary classification and single-target regression (one column of ``Y``) run
 kernels written for that case, with the margins in scalar variables.
 """
 
+import collections
+import statistics
 import time
 
 import numpy as np
@@ -460,8 +462,11 @@ class LocalResult:
 
 
 #: A deliberately slowed round (``slowdown > 1``) runs its budget in this many
-#: slices, sleeping after each.
+#: slices, stalling after each.
 _SLOWDOWN_SLICES = 16
+
+#: Rounds whose compute pace sets a slowed worker's usual speed.
+_PACE_WINDOW = 16
 
 #: Rows per bucket of the visiting order (see :class:`ChunkSolver`).  Measured
 #: on the flights table by ``benchmarks/bench_bucket.py`` (327k rows, one
@@ -543,6 +548,7 @@ class ChunkSolver:
         self.running = None    # id of the round being solved
         self._stop_round = None  # the round a stop was requested for
         self._stop_time = None
+        self._step_seconds = collections.deque(maxlen=_PACE_WINDOW)  # compute s/step
         self._unpacked = {}   # chunk_id -> (X, Y, sw, alpha) not packed yet
         self._rows = {}       # chunk_id -> positions of its rows in the packing
         self._packed = None   # (X, Y, sw, alpha)
@@ -750,8 +756,9 @@ class ChunkSolver:
         slowdown : float
             ``slowdown > 1`` makes this worker a straggler on purpose (see
             :mod:`daskelastic.testing`): the budget runs in slices, and after
-            each slice the solver spins for ``slowdown − 1`` times the slice's
-            compute time, ending at once when it is asked to stop.
+            each slice the solver spins until the slice has taken ``slowdown``
+            times its compute time, or times the worker's usual pace if that
+            is longer, ending at once when it is asked to stop.
 
         Returns
         -------
@@ -795,10 +802,16 @@ class ChunkSolver:
                                  order=order[a:b], stop=self.stop, sums=sums,
                                  check_every=check_every, offset=int(a))
                 done += did
+                compute = time.perf_counter() - t_slice
+                if a == 0 and did > 0:
+                    # the pace of this worker's compute, measured while the
+                    # round's other solvers run too: the first slice (or the
+                    # whole budget when the round is not slowed)
+                    self._step_seconds.append(compute / did)
                 if did < b - a or self.stop[0]:
                     break
                 if slowdown > 1.0:
-                    self._stall((slowdown - 1.0) * (time.perf_counter() - t_slice))
+                    self._stall(self._slowed_seconds(slowdown, compute, did) - compute)
         if done < n:  # rows not visited yet: their gap terms in one sequential pass
             rest = np.sort(visits[done:n])
             gap_sums_chunk(X, Y, sw, alpha, w, loss=self.loss,
@@ -828,6 +841,21 @@ class ChunkSolver:
         self._stop_round = round_id
         if self.running == round_id:
             self.stop[0] = 1
+
+    def _slowed_seconds(self, slowdown, compute, steps):
+        """How long a slice of ``steps`` steps takes on a worker ``slowdown`` times slower.
+
+        ``slowdown`` times the larger of the slice's own compute time and the
+        worker's usual pace (the median seconds per step of its recent rounds,
+        measured while the other workers compute too).  The slice's own time
+        alone falls short when the other workers of the round have finished
+        and the straggler has a core to itself: a straggler slowed 4× on a
+        machine whose cores its workers share then took only about 2.4× as
+        long as the others (flights, 4 workers on 2 cores, median of 42
+        rounds), not 4×.
+        """
+        usual = statistics.median(self._step_seconds) * steps if self._step_seconds else 0.0
+        return slowdown * max(compute, usual)
 
     def _stall(self, seconds):
         """Keep the CPU busy for up to ``seconds``; return at once on a stop request.

@@ -4,11 +4,16 @@ A straggler model decides, each round, how much slower than normal each
 worker runs.  Inside :func:`inject_stragglers` every fit in the current
 context (thread or task) passes those factors to its workers, whose local
 solvers then run their step budget in slices and, after each, keep the CPU
-busy for ``factor − 1`` times the slice's compute time — ending at once when
-told to stop, so a preempted straggler keeps the work it did.  (A slowed
-worker spins instead of sleeping: on a machine whose cores several workers
-share, a sleeping straggler would hand its CPU share to the others.)  The factors depend only on the
-seed, the round and the sorted worker list, so a benchmark is reproducible.
+busy until the slice has taken ``factor`` times its compute time, or
+``factor`` times the worker's usual pace (its median seconds per step in
+recent rounds) if that is longer — ending at once when told to stop, so a
+preempted straggler keeps the work it did.  (The usual pace is the floor
+because workers that share a machine's cores compute faster once the others
+are done: without it a straggler slowed 4× took only ~2.4× as long as the
+others with 4 workers on 2 cores.  A slowed worker spins instead of
+sleeping: a sleeping straggler would hand its CPU share to the others.)
+The factors depend only on the seed, the round and the sorted worker list,
+so a benchmark is reproducible.
 
 Examples
 --------
