@@ -387,6 +387,16 @@ class FitResult:
 ACCELERATION_KAPPA = 0.25
 #: An outer (Catalyst) step is taken once the inner gap fell by this factor.
 _INNER_REDUCTION = 0.3
+#: An outer step is also taken after this many rounds of a proximal problem
+#: whose gap is below ``_STUCK_INNER_RATIO`` times the mismatch term of the
+#: certified gap (the distance to the centre), whether or not it fell by
+#: ``_INNER_REDUCTION``: solving the proximal problem better cannot lower the
+#: gap then.  Without it, a proximal problem solved from a nearly optimal
+#: start could hover above ``_INNER_REDUCTION`` of its first gap for 20 rounds
+#: (logistic, flights, 4 workers, seed 1: the gap held at 1.8e-3 in rounds
+#: 54-72, the inner gap at 3-5e-6 against 9e-4).
+_STUCK_INNER_ROUNDS = 2
+_STUCK_INNER_RATIO = 0.1
 #: With ``acceleration="auto"``, κ doubles when a proximal problem took at least
 #: this many rounds, and halves when it took one.
 _SLOW_INNER_ROUNDS = 10
@@ -710,8 +720,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             inner_gap = max(fenchel_young / n, 0.0)
             inner_start = inner_gap if inner_start is None else inner_start
             inner_rounds += 1
-            if inner_gap <= _INNER_REDUCTION * inner_start:
-                # the proximal problem is solved well enough: move its centre
+            if inner_gap <= _INNER_REDUCTION * inner_start or (
+                    inner_rounds >= _STUCK_INNER_ROUNDS
+                    and inner_gap <= _STUCK_INNER_RATIO * mismatch):
+                # the proximal problem is solved well enough, or as well as
+                # matters: the certified gap is the mismatch to the centre,
+                # which only moving the centre lowers.  Move it
                 # (α stays: the proposals just committed warm-start the next one)
                 q = np.sqrt(lam / lam_in)
                 beta = (1 - q) / (1 + q) if objective.primal <= p_outer_prev else 0.0
