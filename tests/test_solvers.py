@@ -202,11 +202,11 @@ def test_a_slowed_round_takes_its_factor_times_the_workers_usual_pace():
     factor asked for (measured: 2.4× for 4×).  The worker's usual pace,
     recorded from earlier rounds, is the floor.
     """
-    X, Y, sw = _problem("logistic", n=20_000, d=20)
+    X, Y, sw = _problem("logistic", n=5_000, d=20)
     solver = ChunkSolver(loss_code("logistic"), 1, 1.0)
     solver.add_chunk(0, X, Y, sw)
     w = np.zeros((21, 1))
-    common = dict(inv_lam_n=1.0 / 20_000, sigma=1.0)
+    common = dict(inv_lam_n=1.0 / 5_000, sigma=1.0)
     plain = []
     for r in range(3):
         plain.append(solver.solve(w, round_id=r, **common).seconds)
@@ -217,8 +217,8 @@ def test_a_slowed_round_takes_its_factor_times_the_workers_usual_pace():
     solver._step_seconds.extend([3 * usual] * 16)
     slowed = solver.solve(w, round_id=3, slowdown=4.0, **common)
     solver.discard(3)
-    assert slowed.steps == 20_000 and not slowed.stopped
-    assert slowed.seconds >= 4 * 3 * usual * 20_000
+    assert slowed.steps == 5_000 and not slowed.stopped
+    assert slowed.seconds >= 4 * 3 * usual * 5_000
     assert slowed.seconds >= 3 * float(np.median(plain))
 
 
