@@ -714,7 +714,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 sigma_next = None
                 # the gap's fall per round changes with the switch: progress a
                 # straggler policy measured in plain rounds no longer holds
-                policy.reset()
+                # (the workers' round times do)
+                policy.restart_progress(round_id + 1)
                 continue
         if kappa:
             inner_gap = max(fenchel_young / n, 0.0)
