@@ -408,6 +408,10 @@ _HINGE_SLOW_INNER_ROUNDS = 5
 #: ``_PLAIN_RATIO`` over the last ``_PLAIN_WINDOW`` rounds (see ``run_cocoa``).
 _PLAIN_WINDOW = 6
 _PLAIN_RATIO = 0.6
+#: Catalyst's outer state when no centre has been taken yet: the previous
+#: outer iterate and its primal, the first gap and the rounds of the current
+#: proximal problem.
+_NO_CENTRE = (None, np.inf, None, 0)
 
 
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
@@ -558,7 +562,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     inv_lam_n = 1.0 / (lam_in * n)
     v = problem.zeros()        # = Σ α_i x_i / (λ' n), the proximal problem's iterate
     shift = problem.zeros()    # = κ y / λ'; the iterate is w = v + shift
-    w_outer_prev, p_outer_prev, inner_start, inner_rounds = None, np.inf, None, 0
+    w_outer_prev, p_outer_prev, inner_start, inner_rounds = _NO_CENTRE
     history = []
     settlements = {}
     drop_streak = {}           # worker -> rounds in a row its work was dropped
@@ -698,8 +702,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                         kappa = 0.0
                         v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa,
                                                                problem.zeros())
-                        w_outer_prev, p_outer_prev, inner_start, inner_rounds = \
-                            None, np.inf, None, 0
+                        w_outer_prev, p_outer_prev, inner_start, inner_rounds = _NO_CENTRE
                         continue
         if kappa_later:
             plain_gaps.append(objective.relative_gap)
@@ -710,7 +713,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 # λ' = λ + κ and w = v + shift is unchanged.
                 kappa, kappa_later = kappa_later, 0.0
                 v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa, v + shift)
-                w_outer_prev, p_outer_prev, inner_start, inner_rounds = None, np.inf, None, 0
+                w_outer_prev, p_outer_prev, inner_start, inner_rounds = _NO_CENTRE
                 sigma_next = None
                 # the gap's fall per round changes with the switch: progress a
                 # straggler policy measured in plain rounds no longer holds

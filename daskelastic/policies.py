@@ -448,16 +448,15 @@ class DynamicBackupPolicy(StragglerPolicy):
         top = K - 1 if self.max_backup is None else min(self.max_backup, K - 1)
         beta = self.progress_exponent()
         progress = self.progress_estimates(K, top, beta)
-        rates = {}
-        for b in range(top + 1):
-            seconds = order_stats[K - b - 1] + overhead
-            rates[b] = progress[b] / max(seconds, 1e-9)
+        # T(b): the (K − b)-th fastest worker's time plus the overhead
+        seconds = {b: float(order_stats[K - b - 1] + overhead) for b in range(top + 1)}
+        rates = {b: progress[b] / max(seconds[b], 1e-9) for b in seconds}
         best = max(rates, key=lambda b: (rates[b], -b))
         chosen, explored = best, False
         self._since_explore += 1
         if self.explore_every is not None and self._since_explore >= self._interval:
             neighbours = [b for b in (best - 1, best + 1) if 0 <= b <= top
-                          and (b > best or self._could_pay(b, best, order_stats, overhead))]
+                          and (b > best or _could_pay(b, best, seconds, K))]
             if neighbours:
                 chosen = min(neighbours, key=lambda b: (self._tries.get(b, 0), b))
                 explored = True
@@ -473,24 +472,9 @@ class DynamicBackupPolicy(StragglerPolicy):
         estimate = {"rates": {b: float(v) for b, v in rates.items()},
                     "progress": {b: float(v) for b, v in progress.items()},
                     "beta": beta, "best": best, "explore": explored,
-                    "round_seconds": float(order_stats[K - chosen - 1] + overhead)}
+                    "round_seconds": seconds[chosen]}
         return RoundPlan(wait_for=K - chosen, late="drop", n_backup=chosen,
                          max_used=K - chosen, estimate=estimate)
-
-    def _could_pay(self, b, best, order_stats, overhead):
-        """Whether waiting for more workers (``b < best``) could be worth a round.
-
-        Only if the longer round is made up by the progress model at its
-        largest exponent: ``T(b) / T(best) ≤ ((K − b) / (K − best))^2``.  With
-        one 4× straggler a round per exploration of ``b = 0`` cost 2.4× a
-        ``b = 1`` round on 4 workers; waiting for one more result never made
-        that much more progress (without stragglers ``"wait"`` needed 0.93× the
-        rounds of ``b = 1``).
-        """
-        K = len(order_stats)
-        seconds = order_stats[K - b - 1] + overhead
-        best_seconds = order_stats[K - best - 1] + overhead
-        return seconds <= ((K - b) / (K - best)) ** _MAX_BETA * best_seconds
 
     def _measured(self, b):
         """Rounds with ``b`` among the gap falls kept."""
@@ -581,6 +565,19 @@ class PreemptPolicy(StragglerPolicy):
         return RoundPlan(wait_for=wait_for, late="preempt", slack=self.slack,
                          deadline=deadline, max_used=n_workers,
                          estimate={} if deadline is None else {"deadline": deadline})
+
+
+def _could_pay(b, best, seconds, K):
+    """Whether waiting for more workers (``b < best``) could be worth a round.
+
+    Only if the longer round is made up by the progress model at its largest
+    exponent: ``T(b) / T(best) ≤ ((K − b) / (K − best))^2`` (``seconds`` maps
+    ``b`` to ``T(b)``).  With one 4× straggler a round per exploration of
+    ``b = 0`` cost 2.4× a ``b = 1`` round on 4 workers; waiting for one more
+    result never made that much more progress (without stragglers ``"wait"``
+    needed 0.93× the rounds of ``b = 1``).
+    """
+    return seconds[b] <= ((K - b) / (K - best)) ** _MAX_BETA * seconds[best]
 
 
 def _overhead(record):
