@@ -306,18 +306,28 @@ class DynamicBackupPolicy(StragglerPolicy):
       times are extrapolated from the rate at which they were going), plus
       the mean per-round overhead beyond that (stopping, aggregating,
       communicating);
-    - the progress ``P(b)``: the fall of ``log(gap)`` in a round.  For a ``b``
-      used at least three times in the last ``progress_window`` rounds it is
-      measured (the median fall after those rounds); for the others it is
-      modelled as a power ``f^β`` of the share ``f = (K − b)/K`` of the data
-      whose work is added, scaled to the measured ones, with ``β`` fitted on
-      the observed rounds (``β = 1`` until they vary ``f`` enough to tell,
-      clipped to ``[0.5, 2]``),
+    - the progress ``P(b)``: the fall of ``log(gap)`` in a round, modelled as
+      a power ``f^β`` of the share ``f = (K − b)/K`` of the data whose work
+      is added, scaled to the mean fall over the last ``progress_window``
+      rounds (``β`` fitted on the observed rounds: 1 until they vary ``f``
+      enough to tell, clipped to ``[0.5, 2]``), plus each ``b``'s measured
+      deviation from the model, shrunk towards zero by how little its
+      measurements can be trusted: the mean fall of the ``n`` rounds with
+      that ``b`` gets the weight ``n / (n + s² / τ²)``, with ``s²`` the
+      variance of one round's fall (pooled within each ``b``) and
+      ``τ = 0.25 ×`` the modelled fall.  When the falls are steady the
+      measurements decide within a few rounds; with Catalyst on a real
+      cluster one round's fall varies by twice its mean, no fit is long
+      enough to tell ``b = 1`` from ``b = 2`` by measurement, and the model
+      decides,
 
     and picks the ``b`` maximising ``P(b) / T(b)``.  Every ``explore_every``
     rounds it tries a neighbour of the best ``b`` instead, the one tried
     least: measured progress also reflects what the model cannot, such as
-    the bolder local steps (``σ′ ≤ γ(K − b)``) of a larger ``b``.  A smaller
+    the bolder local steps (``σ′ ≤ γ(K − b)``) of a larger ``b``.  A
+    neighbour is tried only while one more round with it would give its
+    measurements a weight of at least 0.1: where the falls are mostly noise
+    a round measured is a worse round that teaches nothing.  A smaller
     ``b`` (waiting for one more result) is tried only if its longer round
     could pay at the model's largest exponent,
     ``T(b) / T(best) ≤ ((K − b) / (K − best))²``: with a 4× straggler a
@@ -327,15 +337,20 @@ class DynamicBackupPolicy(StragglerPolicy):
     ``4 × explore_every``): an exploration round is a round spent on a ``b``
     believed worse, and once the choice is settled they should be rarer; as
     soon as a neighbour's measurements leave the progress window, the
-    interval returns to ``explore_every``.  The estimates are recorded in ``history_`` with every
-    round.
+    interval returns to ``explore_every``.  The first choice is made after
+    ``warmup`` rounds; the first round's times count (start-up costs and
+    all) until there is another.  The estimates are recorded in
+    ``history_`` with every round.
 
     Parameters
     ----------
     max_backup : int, optional
         Largest ``b`` considered (default ``K − 1``).
     warmup : int
-        Rounds waited in full before the first choice.
+        Rounds before the first choice.  They wait for every result on two or
+        three workers and drop only the slowest on four or more: the first
+        round's slowest is most often a worker still starting up, and a
+        stopped worker's time is extrapolated, so the estimates lose nothing.
     window : int
         Rounds of history kept for the round-time estimates.
     explore_every : int or None
@@ -347,7 +362,7 @@ class DynamicBackupPolicy(StragglerPolicy):
     --------
     >>> from daskelastic.policies import DynamicBackupPolicy
     >>> DynamicBackupPolicy().plan(4).n_backup   # no rounds observed yet
-    0
+    1
     """
 
     name = "dynamic"
@@ -397,6 +412,10 @@ class DynamicBackupPolicy(StragglerPolicy):
     def progress_estimates(self, n_workers, top, beta=None):
         """``{b: estimated log-gap fall per round}`` for ``b`` in ``0 … top``.
 
+        The model's share ``f^β`` of the progress, scaled to the gap falls
+        kept, plus each ``b``'s measured deviation from it, weighted by how
+        much its measurements can be trusted (see the class docstring).
+
         Parameters
         ----------
         n_workers : int
@@ -410,53 +429,83 @@ class DynamicBackupPolicy(StragglerPolicy):
         Returns
         -------
         dict
-            Measured means for the ``b`` seen at least twice in the last
-            ``progress_window`` rounds, the scaled model for the others.
+            The estimated fall of ``log(gap)`` per round for each ``b``.
         """
+        return self._progress(n_workers, top, beta)[0]
+
+    def _progress(self, n_workers, top, beta=None):
+        """:meth:`progress_estimates`, and the weight each ``b``'s measurements
+        would have after one more round with it (0 while the noise is not
+        known: fewer than three falls of one ``b``, or no net progress)."""
         K = n_workers
         beta = self.progress_exponent() if beta is None else beta
-        model = {b: ((K - b) / K) ** beta for b in range(top + 1)}
+        model = {b: ((K - b) / K) ** beta for b in range(K)}
         seen = {}
         for b, fall in self._falls:
-            seen.setdefault(b, []).append(fall)
-        known = {b: float(np.median(v)) for b, v in seen.items()
-                 if b <= top and len(v) >= _MIN_MEASURED}
-        positive = [known[b] / model[b] for b in known if known[b] > 0]
-        scale = float(np.median(positive)) if positive else 1.0
-        out = {}
-        for b in model:
-            if b not in known:
-                out[b] = scale * model[b]
-            elif known[b] > 0:
-                out[b] = known[b]
+            if b < K:
+                seen.setdefault(b, []).append(fall)
+        n = sum(len(v) for v in seen.values())
+        total = sum(sum(v) for v in seen.values())
+        scale = total / sum(len(v) * model[b] for b, v in seen.items()) if n else 0.0
+        if not scale > 0:
+            # no net progress in the window (or nothing measured): the model alone
+            return {b: model[b] for b in range(top + 1)}, dict.fromkeys(range(top + 1), 0.0)
+        # the noise of one round's fall: spread within each b, pooled
+        dof = n - len(seen)
+        noise = (sum(float(np.sum(np.square(np.subtract(v, np.mean(v)))))
+                     for v in seen.values()) / dof) if dof >= 2 else math.inf
+        out, next_weight = {}, {}
+        for b in range(top + 1):
+            prior = scale * model[b]
+            falls = seen.get(b, ())
+            # a b's measured mean gets the weight n / (n + noise/τ²)
+            tau2 = (_MODEL_ERROR * prior) ** 2
+            next_weight[b] = ((len(falls) + 1) * tau2 / ((len(falls) + 1) * tau2 + noise)
+                              if math.isfinite(noise) else 0.0)
+            if falls and math.isfinite(noise):
+                weight = len(falls) * tau2 / (len(falls) * tau2 + noise)
+                mean = float(np.mean(falls))
+                estimate = mean if weight == 1.0 else prior + weight * (mean - prior)
             else:
-                # no net progress measured (noise, a momentum restart): a half
-                # of the model's share, not a verdict that excludes this b
-                out[b] = 0.5 * scale * model[b]
-        return out
+                estimate = prior
+            # a fall measured below a quarter of the model's share (noise, a
+            # momentum restart) is not a verdict that excludes this b
+            out[b] = max(estimate, _LEAST_SHARE * prior)
+        return out, next_weight
 
     def plan(self, n_workers):
         K = n_workers
-        # round 0 carries start-up costs (actors, compiled kernels): not typical
-        usable = [r for r in self.records if len(r.full_time) == K and r.round_id > 0]
+        # round 0 carries start-up costs (actors, compiled kernels): not typical,
+        # but its order of finishing is better than waiting for a straggler again
+        complete = [r for r in self.records if len(r.full_time) == K]
+        usable = [r for r in complete if r.round_id > 0] or complete
         if K < 2 or len(usable) < self.warmup or not usable:
-            return RoundPlan(wait_for=K, late="drop", max_used=K,
+            # the first round's slowest is most often a worker still starting
+            # up, and a stopped worker's time is extrapolated: on four or more
+            # workers only the slowest is dropped, at a quarter of the data or less
+            b = 1 if K >= 4 else 0
+            return RoundPlan(wait_for=K - b, late="drop", n_backup=b, max_used=K - b,
                              estimate={"reason": "warm-up"})
         times = np.array([sorted(r.full_time.values()) for r in usable])
         order_stats = times.mean(axis=0)           # E[t_(j)], j = 1 … K
         overhead = float(np.mean([_overhead(r) for r in usable]))
         top = K - 1 if self.max_backup is None else min(self.max_backup, K - 1)
         beta = self.progress_exponent()
-        progress = self.progress_estimates(K, top, beta)
+        progress, next_weight = self._progress(K, top, beta)
         # T(b): the (K − b)-th fastest worker's time plus the overhead
         seconds = {b: float(order_stats[K - b - 1] + overhead) for b in range(top + 1)}
         rates = {b: progress[b] / max(seconds[b], 1e-9) for b in seconds}
-        best = max(rates, key=lambda b: (rates[b], -b))
+        # ties (to rounding) go to the smaller b: fewer workers' work thrown away
+        top_rate = max(rates.values())
+        best = min(b for b in rates if rates[b] >= top_rate * (1 - 1e-9))
         chosen, explored = best, False
         self._since_explore += 1
         if self.explore_every is not None and self._since_explore >= self._interval:
+            # a round with a b is worth measuring only if its fall could
+            # move the estimate: not while one round's fall is mostly noise
             neighbours = [b for b in (best - 1, best + 1) if 0 <= b <= top
-                          and (b > best or _could_pay(b, best, seconds, K))]
+                          and (b > best or _could_pay(b, best, seconds, K))
+                          and next_weight[b] >= _INFORMATIVE]
             if neighbours:
                 chosen = min(neighbours, key=lambda b: (self._tries.get(b, 0), b))
                 explored = True
@@ -591,13 +640,28 @@ def _overhead(record):
 _MIN_BETA, _MAX_BETA = 0.5, 2.0
 
 #: Rounds a ``b`` must have been used (within the progress window) before
-#: its measured median fall of ``log(gap)`` replaces the model.  The median of
-#: at least three: with Catalyst the gap jumps by 10× and more between rounds
-#: whatever ``b`` is, and the mean of two falls let one jump decide (simulated
-#: 4 workers, one 4× straggler per round, full flights, five seeds: ``"dynamic"``
-#: took 1.13× the time of the best static ``b`` with the mean of two, 1.03×
-#: with the median of three).
+#: the exploration of it counts as settled and explorations back off.
 _MIN_MEASURED = 3
+
+#: The model's relative error, a priori: the prior standard deviation of a
+#: ``b``'s true progress around the scaled ``f^β``.  A ``b``'s measured mean
+#: fall gets the weight ``n / (n + noise / (_MODEL_ERROR · model)²)``, with
+#: ``noise`` the pooled variance of one round's fall.  On the LocalCluster the
+#: fall of ``log(gap)`` in a round has a standard deviation of about 0.45
+#: around a mean of about 0.2 (flights, 4 workers, Catalyst; 11 fits): telling
+#: ``b = 2``'s progress from ``b = 1``'s (about 0.8 of it) would take hundreds
+#: of rounds of each, so there the model decides.  With steady falls the
+#: measurements decide after a few rounds.
+_MODEL_ERROR = 0.25
+
+#: Neighbours are explored only while one more round with them would give
+#: their measurements at least this weight (see ``_MODEL_ERROR``): with the
+#: LocalCluster's noise a round of ``b = 2`` got a weight of about 0.01, and
+#: an exploration was a worse round that taught nothing.
+_INFORMATIVE = 0.1
+
+#: The least progress estimated for a ``b``, as a share of the model's.
+_LEAST_SHARE = 0.25
 
 #: Policy names accepted by ``straggler_policy``.
 STRAGGLER_POLICIES = {"wait": WaitPolicy, "backup": BackupPolicy,
