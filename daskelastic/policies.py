@@ -332,8 +332,8 @@ class DynamicBackupPolicy(StragglerPolicy):
     could pay at the model's largest exponent,
     ``T(b) / T(best) ≤ ((K − b) / (K − best))²``: with a 4× straggler a
     ``b = 0`` round is more than twice as long and never made up for it.  While the
-    best ``b`` stays the same from one exploration to the next and both its
-    neighbours have measured progress, the interval doubles (up to
+    best ``b`` stays the same from one exploration to the next and the
+    neighbours it may explore have measured progress, the interval doubles (up to
     ``4 × explore_every``): an exploration round is a round spent on a ``b``
     believed worse, and once the choice is settled they should be rarer; as
     soon as a neighbour's measurements leave the progress window, the
@@ -347,7 +347,7 @@ class DynamicBackupPolicy(StragglerPolicy):
     max_backup : int, optional
         Largest ``b`` considered (default ``K − 1``).
     warmup : int
-        Rounds before the first choice.  They wait for every result on two or
+        Rounds before the first choice (at least one).  They wait for every result on two or
         three workers and drop only the slowest on four or more: the first
         round's slowest is most often a worker still starting up, and a
         stopped worker's time is extrapolated, so the estimates lose nothing.
@@ -436,8 +436,10 @@ class DynamicBackupPolicy(StragglerPolicy):
     def _progress(self, n_workers, top, beta=None):
         """:meth:`progress_estimates`, and the weight each ``b``'s measurements
         would have after one more round with it (0 while the noise is not
-        known: fewer than three falls of one ``b``, or no net progress)."""
+        known, with fewer falls kept than two plus the number of ``b`` they
+        were measured with, or while there is no net progress)."""
         K = n_workers
+        top = min(top, K - 1)
         beta = self.progress_exponent() if beta is None else beta
         model = {b: ((K - b) / K) ** beta for b in range(K)}
         seen = {}
@@ -475,21 +477,21 @@ class DynamicBackupPolicy(StragglerPolicy):
 
     def plan(self, n_workers):
         K = n_workers
-        # round 0 carries start-up costs (actors, compiled kernels): not typical,
-        # but its order of finishing is better than waiting for a straggler again
+        top = K - 1 if self.max_backup is None else min(self.max_backup, K - 1)
         complete = [r for r in self.records if len(r.full_time) == K]
-        usable = [r for r in complete if r.round_id > 0] or complete
-        if K < 2 or len(usable) < self.warmup or not usable:
+        if K < 2 or len(complete) < max(self.warmup, 1):
             # the first round's slowest is most often a worker still starting
             # up, and a stopped worker's time is extrapolated: on four or more
             # workers only the slowest is dropped, at a quarter of the data or less
-            b = 1 if K >= 4 else 0
+            b = min(1, top) if K >= 4 else 0
             return RoundPlan(wait_for=K - b, late="drop", n_backup=b, max_used=K - b,
                              estimate={"reason": "warm-up"})
+        # round 0 carries start-up costs (actors, compiled kernels): not typical,
+        # but its times are better than waiting for a straggler again
+        usable = [r for r in complete if r.round_id > 0] or complete
         times = np.array([sorted(r.full_time.values()) for r in usable])
         order_stats = times.mean(axis=0)           # E[t_(j)], j = 1 … K
         overhead = float(np.mean([_overhead(r) for r in usable]))
-        top = K - 1 if self.max_backup is None else min(self.max_backup, K - 1)
         beta = self.progress_exponent()
         progress, next_weight = self._progress(K, top, beta)
         # T(b): the (K − b)-th fastest worker's time plus the overhead
@@ -541,8 +543,9 @@ class DynamicBackupPolicy(StragglerPolicy):
         recs = [r for r in self.records if r.round_id >= self._progress_from]
         pts = []
         for a, b in zip(recs[:-1], recs[1:]):
-            if b.round_id != a.round_id + 1 or not (a.gap > 0 and b.gap > 0):
-                continue
+            if (b.round_id != a.round_id + 1 or a.round_id == 0
+                    or not (a.gap > 0 and b.gap > 0)):
+                continue   # (the first round, from w = 0, falls like no other)
             fall = math.log(a.gap) - math.log(b.gap)
             f = a.fraction_updated
             if fall > 0 and f > 0:
