@@ -400,14 +400,21 @@ class DynamicBackupPolicy(StragglerPolicy):
     def observe(self, record):
         prev = self.records[-1] if self.records else None
         super().observe(record)
-        if (prev is None or record.round_id != prev.round_id + 1
-                or prev.round_id < self._progress_from
-                or not (prev.gap > 0 and record.gap > 0)):
-            return
-        if prev.round_id == 0:
-            return   # the first round, from w = 0, falls like no other
-        self._falls.append((prev.n_backup, math.log(prev.gap) - math.log(record.gap)))
-        self._tries[prev.n_backup] = self._tries.get(prev.n_backup, 0) + 1
+        fall = self._fall(prev, record)
+        if fall is not None:
+            self._falls.append((prev.n_backup, fall))
+            self._tries[prev.n_backup] = self._tries.get(prev.n_backup, 0) + 1
+
+    def _fall(self, before, after):
+        """The fall of ``log(gap)`` from round ``before`` to the next, ``after``,
+        or None where it does not measure the current regime's progress: not
+        consecutive, before ``restart_progress``, a gap not positive, or from
+        round 0 (which starts from ``w = 0`` and falls like no other)."""
+        if (before is None or after.round_id != before.round_id + 1
+                or before.round_id == 0 or before.round_id < self._progress_from
+                or not (before.gap > 0 and after.gap > 0)):
+            return None
+        return math.log(before.gap) - math.log(after.gap)
 
     def progress_estimates(self, n_workers, top, beta=None):
         """``{b: estimated log-gap fall per round}`` for ``b`` in ``0 … top``.
@@ -452,24 +459,20 @@ class DynamicBackupPolicy(StragglerPolicy):
         if not scale > 0:
             # no net progress in the window (or nothing measured): the model alone
             return {b: model[b] for b in range(top + 1)}, dict.fromkeys(range(top + 1), 0.0)
+        means = {b: float(np.mean(v)) for b, v in seen.items()}
         # the noise of one round's fall: spread within each b, pooled
         dof = n - len(seen)
-        noise = (sum(float(np.sum(np.square(np.subtract(v, np.mean(v)))))
-                     for v in seen.values()) / dof) if dof >= 2 else math.inf
+        noise = (sum(float(np.sum(np.square(np.subtract(v, means[b]))))
+                     for b, v in seen.items()) / dof) if dof >= 2 else math.inf
         out, next_weight = {}, {}
         for b in range(top + 1):
             prior = scale * model[b]
-            falls = seen.get(b, ())
-            # a b's measured mean gets the weight n / (n + noise/τ²)
+            m = len(seen.get(b, ()))
             tau2 = (_MODEL_ERROR * prior) ** 2
-            next_weight[b] = ((len(falls) + 1) * tau2 / ((len(falls) + 1) * tau2 + noise)
-                              if math.isfinite(noise) else 0.0)
-            if falls and math.isfinite(noise):
-                weight = len(falls) * tau2 / (len(falls) * tau2 + noise)
-                mean = float(np.mean(falls))
-                estimate = mean if weight == 1.0 else prior + weight * (mean - prior)
-            else:
-                estimate = prior
+            next_weight[b] = _shrink_weight(m + 1, tau2, noise)
+            w = _shrink_weight(m, tau2, noise)
+            estimate = (prior if w == 0.0 else means[b] if w == 1.0
+                        else prior + w * (means[b] - prior))
             # a fall measured below a quarter of the model's share (noise, a
             # momentum restart) is not a verdict that excludes this b
             out[b] = max(estimate, _LEAST_SHARE * prior)
@@ -540,15 +543,12 @@ class DynamicBackupPolicy(StragglerPolicy):
             The fitted exponent, clipped to ``[0.5, 2]``; 1 until the observed
             rounds vary the share of data updated enough to tell.
         """
-        recs = [r for r in self.records if r.round_id >= self._progress_from]
+        recs = list(self.records)
         pts = []
         for a, b in zip(recs[:-1], recs[1:]):
-            if (b.round_id != a.round_id + 1 or a.round_id == 0
-                    or not (a.gap > 0 and b.gap > 0)):
-                continue   # (the first round, from w = 0, falls like no other)
-            fall = math.log(a.gap) - math.log(b.gap)
+            fall = self._fall(a, b)
             f = a.fraction_updated
-            if fall > 0 and f > 0:
+            if fall is not None and fall > 0 and f > 0:
                 pts.append((math.log(f), math.log(fall)))
         if len(pts) < 4:
             return 1.0
@@ -617,6 +617,12 @@ class PreemptPolicy(StragglerPolicy):
         return RoundPlan(wait_for=wait_for, late="preempt", slack=self.slack,
                          deadline=deadline, max_used=n_workers,
                          estimate={} if deadline is None else {"deadline": deadline})
+
+
+def _shrink_weight(m, tau2, noise):
+    """The weight ``m / (m + noise / τ²)`` of the mean of ``m`` measured falls
+    against the model's prior (variance ``τ²``); 0 while the noise is unknown."""
+    return m * tau2 / (m * tau2 + noise) if math.isfinite(noise) else 0.0
 
 
 def _could_pay(b, best, seconds, K):
