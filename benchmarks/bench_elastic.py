@@ -1,6 +1,7 @@
 """Elastic scale-in benchmark: fixed K ∈ {1, 2, 4} workers against ``scaling_policy="convergence"``.
 
-What it measures (flights table, the first ``--rows`` rows, one-hot CSR, C = 1,
+What it measures (flights table — all 327,346 rows, or the first ``--rows`` —
+one-hot CSR, C = 1,
 L2-regularised logistic regression, ``straggler_policy="wait"``): for each
 configuration, on a fresh ``LocalCluster(n_workers=K, threads_per_worker=1,
 processes=True)`` (K = 4 for the elastic fit, which starts on 4 and scales in),
@@ -21,9 +22,10 @@ oversubscribes it, which is the situation scale-in is for.
 Reproduce::
 
     PYTHONPATH=. python benchmarks/bench_elastic.py            # ~3-5 minutes
+    PYTHONPATH=. python benchmarks/bench_elastic.py --rows 60000 --name elastic_60k
     PYTHONPATH=. python benchmarks/bench_elastic.py --rows 20000 --repeats 1   # quick
 
-Writes ``benchmarks/results/elastic.{txt,csv,json,png}``.
+Writes ``benchmarks/results/<name>.{txt,csv,json,png}`` (``elastic`` by default).
 """
 
 import argparse
@@ -118,10 +120,12 @@ def plot(results, path, title):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=60000)
+    parser.add_argument("--rows", type=int, default=None,
+                        help="the first this many rows (default: all 327,346)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tol", type=float, default=1e-4)
     parser.add_argument("--C", type=float, default=1.0)
+    parser.add_argument("--name", default="elastic", help="results file name")
     args = parser.parse_args()
     from daskelastic.datasets import load_flights
 
@@ -170,10 +174,10 @@ def main():
         f"({'met' if el['worker_seconds'] <= 0.7 * ws4 else 'NOT met'})")
     results = {"env": env, "rows": X.shape[0], "tol": args.tol, "C": args.C,
                "repeats": args.repeats, "runs": runs, "summary": summary}
-    write_results("elastic", results, csv_rows, log, plot,
+    write_results(args.name, results, csv_rows, log, plot,
                   f"daskelastic elastic scale-in, flights {X.shape[0]} rows, "
                   f"{env['cpus']} cpus, loadavg {env['loadavg'][0]:.1f}")
-    assert (RESULTS / "elastic.txt").exists()
+    assert (RESULTS / f"{args.name}.txt").exists()
 
 
 if __name__ == "__main__":

@@ -511,9 +511,11 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         round's σ′), ``step`` (the step ``t`` its proposals were added with;
         0 when none was), ``outer``
         (momentum steps so far), ``kappa``, ``worker_seconds`` (``{worker:
-        solver seconds}``), ``worker_arrival`` (``{worker: seconds from the
-        round start to its result}``), ``worker_rows`` (``{worker: rows
-        held}``), ``worker_status`` (``{worker: "used" |
+        solver seconds}``), ``worker_cpu_seconds`` (``{worker: CPU seconds
+        of its solver}``; None on the simulated cluster),
+        ``worker_arrival`` (``{worker: seconds from the round start to its
+        result}``), ``worker_rows`` (``{worker: rows held}``),
+        ``worker_status`` (``{worker: "used" |
         "preempted" | "dropped"}``), ``cut`` (seconds into the round when
         stragglers were stopped, or None), ``round_seconds``, ``policy``,
         ``policy_estimate`` and ``cost`` (:meth:`Backend.cost`: money spent on
@@ -651,6 +653,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "outer": n_outer,
             "kappa": kappa,
             "worker_seconds": {str(k): r.seconds for k, r in results.items()},
+            "worker_cpu_seconds": {str(k): r.cpu_seconds for k, r in results.items()},
             "worker_arrival": {str(k): t for k, t in outcome.arrival.items()},
             "worker_rows": {str(k): r.n_rows for k, r in results.items()},
             "worker_status": {str(k): _status(k, outcome) for k in results},

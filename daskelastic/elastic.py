@@ -35,6 +35,8 @@ does with the backend's ``clock()``: wall seconds on Dask, virtual seconds on
 a simulated cluster.
 """
 
+import statistics
+
 from . import config
 from .placement import plan_moves, predicted_round_time, workers_to_release
 from .scaling import ScalingRecord, ThroughputTracker
@@ -43,6 +45,10 @@ __all__ = ["ElasticController", "RELEASE_MODES"]
 
 #: Values of ``release_workers``.
 RELEASE_MODES = ("auto", True, False)
+
+#: Solver calls shorter than this (seconds) do not measure a worker's share
+#: of a core.
+_SHARE_MIN_SECONDS = 0.002
 
 
 class ElasticController:
@@ -148,7 +154,8 @@ class ElasticController:
                               if k not in self._repacking})
         self._repacking.clear()
         self.policy.observe(ScalingRecord(entry["round"], entry["time"],
-                                          entry["duality_gap"], entry["n_workers"]))
+                                          entry["duality_gap"], entry["n_workers"],
+                                          core_share=_core_share(results)))
         self._rounds_on_placement += 1
 
     def speeds(self, workers=None):
@@ -328,3 +335,15 @@ class ElasticController:
         self._rounds_on_placement = 0
         return {"event": "worker_lost", "lost": lost, "reread_chunks": sorted(replaced),
                 "discarded_round": discard_round}
+
+
+def _core_share(results):
+    """Median over the workers of solver CPU seconds / wall seconds, or None.
+
+    1 when each worker had a core to itself, ~0.5 for four worker processes
+    on two cores.  Calls shorter than ``_SHARE_MIN_SECONDS`` and results
+    without a CPU time (the simulated cluster) do not count.
+    """
+    shares = [min(r.cpu_seconds / r.seconds, 1.0) for r in results.values()
+              if r.cpu_seconds is not None and r.seconds >= _SHARE_MIN_SECONDS]
+    return statistics.median(shares) if shares else None

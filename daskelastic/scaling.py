@@ -52,6 +52,11 @@ class ScalingRecord:
         Relative duality gap of the round-start iterate.
     n_workers : int
         Workers that held chunks in the round.
+    core_share : float or None
+        The share of a CPU core the round's workers got: the median over them
+        of the solver's CPU seconds over its wall seconds (1 when each worker
+        had a core to itself; 0.5 with four workers on two cores).  None when
+        not measured (the simulated cluster).
 
     Examples
     --------
@@ -64,6 +69,7 @@ class ScalingRecord:
     time: float
     gap: float
     n_workers: int
+    core_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +228,16 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     ``improvement``, the scale-in helped and the policy scales in again
     without waiting for a deterioration.
 
+    Workers that share CPU cores add nothing: four worker processes on two
+    cores compute no faster than two, and CoCoA+ needs more rounds the more
+    parts the data is split into.  When the workers' share of a core
+    (:attr:`ScalingRecord.core_share`) stays at or below ``contention`` for
+    ``contention_rounds`` rounds in a row (round 0, which loads the kernels,
+    not counted), the target becomes the cores they got, ``round(K · share)``
+    (at least one fewer) — without waiting for a window of rates.  The rate
+    over the rounds on ``K`` so far then counts as the best on ``K``, for
+    the rule above.
+
     Parameters
     ----------
     min_workers : int
@@ -245,6 +261,11 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     min_gap : float
         Gaps at or below this are ignored (a converged fit has nothing to
         measure).
+    contention : float or None
+        Scale in to the cores the workers get when their share of a core is
+        at or below this, in (0, 1); None never does.
+    contention_rounds : int
+        Rounds in a row the share must stay at or below ``contention``.
 
     Examples
     --------
@@ -261,12 +282,23 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     ...     decision = policy.target(4)
     >>> decision.target
     2
+
+    Four workers that each get half a core (four processes on two cores):
+
+    >>> policy = ConvergenceScalingPolicy()
+    >>> for r in range(3):
+    ...     policy.observe(ScalingRecord(r, time=0.1 * (r + 1), gap=0.9 ** r,
+    ...                                  n_workers=4, core_share=0.5))
+    >>> decision = policy.target(4)
+    >>> decision.target, decision.reason
+    (2, 'workers share cores')
     """
 
     name = "convergence"
 
     def __init__(self, min_workers=1, *, window=5, threshold=0.5, wait_count=2,
-                 factor=0.5, improvement=1.5, warmup=3, min_gap=1e-12):
+                 factor=0.5, improvement=1.5, warmup=3, min_gap=1e-12, contention=0.8,
+                 contention_rounds=2):
         super().__init__(min_workers)
         if window < 2:
             raise ValueError(f"window must be >= 2, got {window}")
@@ -285,6 +317,12 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         self.improvement = float(improvement)
         self.warmup = int(warmup)
         self.min_gap = float(min_gap)
+        if contention is not None and not 0.0 < contention < 1.0:
+            raise ValueError(f"contention must be None or in (0, 1), got {contention}")
+        if contention_rounds < 1:
+            raise ValueError(f"contention_rounds must be >= 1, got {contention_rounds}")
+        self.contention = None if contention is None else float(contention)
+        self.contention_rounds = int(contention_rounds)
         self._best = None
         self._count = 0
         self._previous_best = None
@@ -308,23 +346,33 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         float or None
             The rate, None until a full window of such rounds was observed.
         """
+        recent = self._recent(n_workers, self.warmup, self.window)
+        return _rate(recent) if len(recent) == self.window else None
+
+    def _recent(self, n_workers, first_round, most):
+        """The last records (up to ``most``, newest first) on ``n_workers``,
+        from round ``first_round`` on, with a gap to measure."""
         recent = []
         for rec in reversed(self.records):
             if n_workers is not None and rec.n_workers != n_workers:
                 break
-            if not rec.gap > self.min_gap or rec.round_id < self.warmup:
+            if not rec.gap > self.min_gap or rec.round_id < first_round:
                 break
             recent.append(rec)
-            if len(recent) == self.window:
+            if len(recent) == most:
                 break
-        if len(recent) < self.window:
+        return recent
+
+    def _cores(self, n_workers):
+        """``round(K · share)`` when the workers shared cores for long enough, else None."""
+        if self.contention is None:
             return None
-        t = np.array([r.time for r in recent])
-        g = np.log([r.gap for r in recent])
-        if np.ptp(t) <= 0:
+        recent = self._recent(n_workers, 1, self.contention_rounds)
+        shares = [r.core_share for r in recent]
+        if len(recent) < self.contention_rounds or None in shares \
+                or max(shares) > self.contention:
             return None
-        slope = np.polyfit(t, g, 1)[0]
-        return float(-slope)
+        return round(n_workers * float(np.median(shares)))
 
     def observe(self, record):
         if self.records and record.n_workers != self.records[-1].n_workers:
@@ -336,6 +384,17 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     def decide(self, n_workers):
         rate = self.rate(n_workers)
         estimate = {"rate": rate, "best_rate": self._best}
+        cores = self._cores(n_workers)
+        if cores is not None and n_workers > self.min_workers:
+            # more workers than cores: the extra ones add rounds, not speed.
+            # The rate so far on K (warm-up rounds too) is the best on K, so
+            # that a clear gain on the cores' worth of workers scales in again
+            rough = _rate(self._recent(n_workers, 0, len(self.records)))
+            known = [r for r in (self._best, rough) if r is not None]
+            self._best = max(known) if known else None
+            estimate.update(cores=cores, best_rate=self._best)
+            return ScalingDecision(max(min(cores, n_workers - 1), self.min_workers),
+                                   "workers share cores", estimate)
         if rate is None:
             return ScalingDecision(n_workers, "warm-up", estimate)
         if (self._best is None and self._previous_best is not None
@@ -362,6 +421,17 @@ class ConvergenceScalingPolicy(ScalingPolicy):
 
     def _smaller(self, n_workers):
         return max(min(n_workers - 1, math.floor(n_workers * self.factor)), self.min_workers)
+
+
+def _rate(records):
+    """Minus the least-squares slope of ``log(gap)`` against time (None if undefined)."""
+    if len(records) < 2:
+        return None
+    t = np.array([r.time for r in records])
+    if np.ptp(t) <= 0:
+        return None
+    g = np.log([r.gap for r in records])
+    return float(-np.polyfit(t, g, 1)[0])
 
 
 class ThroughputTracker:

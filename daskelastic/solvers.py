@@ -442,10 +442,11 @@ class LocalResult:
     """
 
     __slots__ = ("dw", "steps", "loss_sum", "dual_sum", "alpha_z_sum", "n_rows",
-                 "seconds", "stopped", "budget", "stop_latency", "dual_change")
+                 "seconds", "stopped", "budget", "stop_latency", "dual_change",
+                 "cpu_seconds")
 
     def __init__(self, dw, steps, sums, n_rows, seconds, stopped, budget,
-                 stop_latency=None, dual_change=0.0):
+                 stop_latency=None, dual_change=0.0, cpu_seconds=None):
         self.dw = dw
         self.steps = steps
         self.loss_sum, self.dual_sum, self.alpha_z_sum = (float(v) for v in sums)
@@ -455,6 +456,7 @@ class LocalResult:
         self.budget = budget
         self.stop_latency = stop_latency
         self.dual_change = float(dual_change)
+        self.cpu_seconds = cpu_seconds
 
     def __repr__(self):
         return (f"LocalResult(steps={self.steps}/{self.budget}, n_rows={self.n_rows}, "
@@ -774,6 +776,7 @@ class ChunkSolver:
         self.running = round_id
         self.stop[0] = 1 if self._stop_round == round_id else 0
         t0 = time.perf_counter()
+        cpu0 = time.thread_time()
         X, Y, sw, alpha = self._pack()
         w = np.ascontiguousarray(w, dtype=np.float64)
         dw = np.zeros_like(w)
@@ -823,7 +826,8 @@ class ChunkSolver:
         self.running = None
         self.pending = (round_id, dalpha)
         return LocalResult(dw, done, sums, n, t_end - t0, stopped, budget,
-                           stop_latency=latency, dual_change=change)
+                           stop_latency=latency, dual_change=change,
+                           cpu_seconds=time.thread_time() - cpu0)
 
     def request_stop(self, round_id):
         """Ask round ``round_id`` to stop at its next check of the stop flag.

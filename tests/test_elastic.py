@@ -180,6 +180,31 @@ def test_convergence_policy_scales_in_four_workers(table, optimum):
         assert abs(p_elastic - optimum) <= 1e-4 * abs(optimum)
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) >= 4,
+                    reason="four workers share cores only on a machine with fewer than four")
+def test_four_workers_on_fewer_cores_scale_in_to_the_cores(larger_table):
+    """Worker processes that share cores are measured, and the extras let go early."""
+    X, y = larger_table
+    cores = len(os.sched_getaffinity(0))
+    with _cluster(4) as cluster, Client(cluster) as client:
+        clf = de.LogisticRegression(C=1.0, tol=1e-12, max_iter=8, straggler_policy="wait",
+                                    scaling_policy="convergence",
+                                    release_workers=True).fit(X, y)
+        first = clf.history_[1]
+        shares = [first["worker_cpu_seconds"][k] / first["worker_seconds"][k]
+                  for k in first["worker_seconds"]]
+        print(f"{cores} cores; shares of a core in round 1: {np.round(shares, 2)}; "
+              f"K path {[e['n_workers'] for e in clf.history_]}")
+        assert all(0.0 < s <= 1.0 + 1e-3 for s in shares)
+        scale_ins = [(e["round"], e["scaling"]) for e in clf.history_
+                     if e.get("scaling", {}).get("target", 4) < e["n_workers"]]
+        assert scale_ins, "no scale-in"
+        at, decision = scale_ins[0]
+        assert at <= 5 and decision["reason"] == "workers share cores"
+        assert decision["target"] <= cores
+        assert _wait_for(lambda: len(_live(client)) == clf.history_[-1]["n_workers"])
+
+
 def test_elastic_adaptive_closes_the_released_workers(table):
     with _cluster(4) as cluster, Client(cluster) as client:
         X, y = table

@@ -184,3 +184,64 @@ def test_a_scale_in_that_did_not_help_waits_for_a_deterioration():
     decisions, t, g = _feed(policy, [1.0] * 5 + [0.1] * 4)
     after, _, _ = _feed(policy, [1.0] * 6, n_workers=2, start=9, t0=t, log_gap=g)
     assert all(d.target == 2 for d in after)
+
+
+def _shared(policy, shares, n_workers=4, start=0, fall=0.1, seconds=0.1):
+    """Observe one round per entry of ``shares`` (each worker's share of a core)."""
+    decisions = []
+    for i, share in enumerate(shares):
+        r = start + i
+        policy.observe(ScalingRecord(r, seconds * (r + 1), math.exp(-fall * r), n_workers,
+                                     core_share=share))
+        decisions.append(policy.target(n_workers))
+    return decisions
+
+
+def test_workers_sharing_cores_scale_in_to_the_cores_they_get():
+    """Four workers at half a core each compute like two: scale in to two at once."""
+    policy = ConvergenceScalingPolicy()
+    decisions = _shared(policy, [0.5, 0.52, 0.49])
+    # round 0 (kernel loading) does not count; two shared rounds after it do
+    assert [d.target for d in decisions] == [4, 4, 2]
+    assert decisions[-1].reason == "workers share cores"
+    assert decisions[-1].estimate["cores"] == 2
+    # the rate over the rounds so far is the best on 4 workers
+    assert decisions[-1].estimate["best_rate"] == pytest.approx(1.0)
+    # three workers on two cores: two
+    assert _shared(ConvergenceScalingPolicy(), [0.7, 0.66, 0.68], n_workers=3)[-1].target == 2
+    # eight workers at a quarter core each: two
+    assert _shared(ConvergenceScalingPolicy(), [0.25] * 3, n_workers=8)[-1].target == 2
+
+
+def test_workers_with_their_own_cores_are_not_scaled_in_for_contention():
+    assert all(d.target == 4 for d in _shared(ConvergenceScalingPolicy(), [0.97] * 12))
+    # unmeasured (the simulated cluster), or switched off
+    assert all(d.target == 4 for d in _shared(ConvergenceScalingPolicy(), [None] * 12))
+    off = ConvergenceScalingPolicy(contention=None)
+    assert all(d.target == 4 for d in _shared(off, [0.5] * 12))
+    # one round with a core each breaks a run of shared rounds
+    mixed = _shared(ConvergenceScalingPolicy(), [0.5, 0.5, 0.95, 0.5, 0.5])
+    assert [d.target for d in mixed] == [4, 4, 4, 4, 2]
+    # never below min_workers, and the share must stay shared for the rounds asked
+    assert _shared(ConvergenceScalingPolicy(min_workers=3), [0.5] * 3)[-1].target == 3
+    patient = ConvergenceScalingPolicy(contention_rounds=4)
+    assert [d.target for d in _shared(patient, [0.5] * 5)] == [4, 4, 4, 4, 2]
+    with pytest.raises(ValueError, match="contention"):
+        ConvergenceScalingPolicy(contention=1.0)
+    with pytest.raises(ValueError, match="contention_rounds"):
+        ConvergenceScalingPolicy(contention_rounds=0)
+
+
+def test_a_clear_gain_after_a_contention_scale_in_scales_in_again():
+    """The rate on the shared cores is the bar the fewer workers must clear."""
+    policy = ConvergenceScalingPolicy(window=3, warmup=0)
+    assert _shared(policy, [0.5] * 3, fall=0.1)[-1].target == 2
+    # on two workers with a core each, log(gap) falls 3x faster per second
+    after = _shared(policy, [0.98] * 3, n_workers=2, start=3, fall=0.3)
+    assert [d.reason for d in after] == ["warm-up", "warm-up", "scale-in helped"]
+    assert after[-1].target == 1
+    # no clear gain: stay
+    policy = ConvergenceScalingPolicy(window=3, warmup=0)
+    _shared(policy, [0.5] * 3, fall=0.1)
+    after = _shared(policy, [0.98] * 6, n_workers=2, start=3, fall=0.12)
+    assert all(d.target == 2 for d in after)

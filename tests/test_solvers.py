@@ -241,3 +241,20 @@ def test_a_slowed_round_stops_at_once_when_asked():
     _, dalpha = solver.pending
     solver.discard(0)
     assert np.count_nonzero(dalpha) == result.steps
+
+
+def test_a_round_reports_its_solver_threads_cpu_time():
+    """CPU seconds of the solver's thread: what a worker's share of a core is measured by."""
+    X, Y, sw = _problem("logistic", n=20_000, d=20)
+    solver = ChunkSolver(loss_code("logistic"), 1, 1.0)
+    solver.add_chunk(0, X, Y, sw)
+    w = np.zeros((21, 1))
+    common = dict(inv_lam_n=1.0 / 20_000, sigma=1.0)
+    result = solver.solve(w, round_id=0, **common)
+    solver.discard(0)
+    assert 0.0 < result.cpu_seconds <= result.seconds + 1e-3
+    # a slowed round spins: its stall is CPU time, as on a slow machine
+    solver._step_seconds.extend([result.seconds / 20_000] * 16)
+    slowed = solver.solve(w, round_id=1, slowdown=3.0, **common)
+    solver.discard(1)
+    assert slowed.cpu_seconds >= 0.5 * slowed.seconds

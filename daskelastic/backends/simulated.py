@@ -728,6 +728,7 @@ class SimulatedBackend(Backend):
         seconds = run.end - run.start
         wk.busy += seconds
         result.seconds = seconds
+        result.cpu_seconds = None    # the real solver's, not the simulated worker's
         result.budget = run.budget
         result.stopped = run.steps < run.budget
         result.stop_latency = run.arrival - run.stop_time if result.stopped else None
