@@ -231,10 +231,11 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     Workers that share CPU cores add nothing: four worker processes on two
     cores compute no faster than two, and CoCoA+ needs more rounds the more
     parts the data is split into.  When the workers' share of a core
-    (:attr:`ScalingRecord.core_share`) stays at or below ``contention`` for
-    ``contention_rounds`` rounds in a row (round 0, which loads the kernels,
-    not counted), the target becomes the cores they got, ``round(K · share)``
-    (at least one fewer) — without waiting for a window of rates.  The rate
+    (``core_share`` of :class:`~daskelastic.scaling.ScalingRecord`) stays at
+    or below ``contention`` for ``contention_rounds`` rounds in a row (round
+    0, which loads the kernels, not counted), the target becomes the cores
+    they got, ``round(K · share)`` (at least one fewer) — without waiting for
+    a window of rates.  The rate
     over the rounds on ``K`` so far then counts as the best on ``K``, for
     the rule above.
 

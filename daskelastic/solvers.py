@@ -421,6 +421,10 @@ class LocalResult:
         ``Σ -(c_i ℓ_i)*(-(α_i + Δα_i)) − (-(c_i ℓ_i)*(-α_i))`` over the rows
         the round changed: with ``dw``, what the driver needs to evaluate the
         dual along the added proposals.
+    cpu_seconds : float or None
+        CPU time of the solver's thread during the call; below ``seconds``
+        when the worker shared its core with others (None where not
+        measured, as on the simulated cluster).
 
     Attributes
     ----------
