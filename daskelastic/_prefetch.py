@@ -8,9 +8,11 @@ weights, dual values) misses the cache, before the hardware prefetcher
 catches on.  On the flights table (7 non-zeros per row, 16-row buckets) that
 doubled the time of a hinge-loss epoch against visiting the rows in order.
 
-:func:`prefetch_run` asks the CPU, a few rows ahead, to load the lines of the
-next run of consecutive rows (LLVM's ``llvm.prefetch``: a hint, which never
-faults and changes no result).  With ``NUMBA_DISABLE_JIT=1`` it does nothing.
+The kernels find, :data:`AHEAD` steps ahead, where the next run of
+consecutive rows starts (:func:`run_ahead`) and ask the CPU to load its lines
+(:func:`prefetch_1d`, :func:`prefetch_rows`; LLVM's ``llvm.prefetch``: a hint,
+which never faults and changes no result).  With ``NUMBA_DISABLE_JIT=1``
+:func:`prefetch` does nothing.
 """
 
 from numba import njit, types
@@ -28,6 +30,11 @@ MAX_RUN = 64
 #: Elements per row prefetched at most (longer dense rows: their first lines;
 #: the hardware prefetcher streams the rest).
 MAX_ROW_ELEMENTS = 64
+
+#: Elements of a 1-d range prefetched at most (the non-zeros of a run of wide
+#: sparse rows: the first ones, not so many lines that they push the rows in
+#: use out of the cache).
+MAX_ELEMENTS = 1024
 
 _LINE_BYTES = 64
 
@@ -78,8 +85,9 @@ else:
 def run_ahead(order, s, n_steps):
     """Rows ``[first, end)`` of the run of consecutive rows that step ``s + AHEAD`` starts.
 
-    ``(0, 0)`` when that step continues a run (its rows were prefetched with
-    the run's first) or lies beyond ``n_steps``.
+    At most ``MAX_RUN`` rows.  ``(0, 0)`` when that step continues a run (the
+    hardware prefetcher streams a run once it has begun) or lies beyond
+    ``n_steps``.
     """
     t = s + AHEAD
     if t >= n_steps:
@@ -97,7 +105,11 @@ def run_ahead(order, s, n_steps):
 
 @njit(cache=True, nogil=True)
 def prefetch_1d(arr, start, stop):
-    """Prefetch the lines of ``arr[start:stop]`` (a 1-d array, possibly strided)."""
+    """Prefetch the lines of ``arr[start:stop]`` (a 1-d array, possibly strided).
+
+    At most ``MAX_ELEMENTS`` elements from ``start``.
+    """
+    stop = min(stop, start + MAX_ELEMENTS)
     if stop <= start:
         return
     step = max(1, _LINE_BYTES // max(1, abs(arr.strides[0])))

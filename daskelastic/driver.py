@@ -512,7 +512,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         0 when none was), ``outer``
         (momentum steps so far), ``kappa``, ``worker_seconds`` (``{worker:
         solver seconds}``), ``worker_cpu_seconds`` (``{worker: CPU seconds
-        of its solver}``; None on the simulated cluster),
+        of its solver}``, the values None on the simulated cluster),
         ``worker_arrival`` (``{worker: seconds from the round start to its
         result}``), ``worker_rows`` (``{worker: rows held}``),
         ``worker_status`` (``{worker: "used" |

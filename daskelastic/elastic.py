@@ -36,6 +36,7 @@ a simulated cluster.
 """
 
 import statistics
+import time
 
 from . import config
 from .placement import plan_moves, predicted_round_time, workers_to_release
@@ -46,9 +47,10 @@ __all__ = ["ElasticController", "RELEASE_MODES"]
 #: Values of ``release_workers``.
 RELEASE_MODES = ("auto", True, False)
 
-#: Solver calls shorter than this (seconds) do not measure a worker's share
-#: of a core.
-_SHARE_MIN_SECONDS = 0.002
+#: Solver calls shorter than this (seconds) do not measure a worker's share of
+#: a core: a few operating-system time slices, or twenty ticks of a coarse
+#: thread CPU clock (~16 ms on Windows).
+_SHARE_MIN_SECONDS = max(0.005, 20 * time.get_clock_info("thread_time").resolution)
 
 
 class ElasticController:

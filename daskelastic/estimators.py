@@ -477,8 +477,9 @@ _ATTRS_DOC = """
         and ``step`` (the round's ``σ′`` and the step its proposals were
         added with), ``outer`` and ``kappa`` (the acceleration's momentum
         steps and proximal
-        weight), ``worker_seconds`` and ``worker_arrival`` (each worker's
-        solver time and the time its result arrived), ``worker_status``
+        weight), ``worker_seconds``, ``worker_cpu_seconds`` and
+        ``worker_arrival`` (each worker's solver time, its solver's CPU time
+        and the time its result arrived), ``worker_status``
         (``"used"``, ``"preempted"`` or ``"dropped"``), ``cut``,
         ``round_seconds``, ``policy``, ``policy_estimate`` and ``cost``
         (money spent on workers so far on a simulated cluster, else None).

@@ -230,14 +230,18 @@ class ConvergenceScalingPolicy(ScalingPolicy):
 
     Workers that share CPU cores add nothing: four worker processes on two
     cores compute no faster than two, and CoCoA+ needs more rounds the more
-    parts the data is split into.  When the workers' share of a core
+    parts the data is split into.  When the workers' median share of a core
     (``core_share`` of :class:`~daskelastic.scaling.ScalingRecord`) stays at
     or below ``contention`` for ``contention_rounds`` rounds in a row (round
-    0, which loads the kernels, not counted), the target becomes the cores
-    they got, ``round(K · share)`` (at least one fewer) — without waiting for
-    a window of rates.  The rate
-    over the rounds on ``K`` so far then counts as the best on ``K``, for
-    the rule above.
+    0, which loads the kernels, not counted) and ``K · share`` rounds (halves
+    up) to fewer than ``K`` workers, the target becomes that many — without
+    waiting for a window of rates.  The rate over the rounds on ``K`` so far
+    then counts as the best on ``K``, for the rule above (which also needs
+    the rate on ``K′`` to be positive).  After such a scale-in the rule
+    applies again only if the share rose by a fifth: a share held low
+    whatever the number of workers (CPU quotas, other jobs, a hypervisor's
+    steal time) is not contention among the fit's workers, and the rates
+    decide from there.
 
     Parameters
     ----------
@@ -327,12 +331,14 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         self._best = None
         self._count = 0
         self._previous_best = None
+        self._shared = None     # the share of a core at the last scale-in for contention
 
     def reset(self):
         super().reset()
         self._best = None
         self._count = 0
         self._previous_best = None
+        self._shared = None
 
     def rate(self, n_workers=None):
         """Fall of ``log(gap)`` per second over the last window on ``n_workers``.
@@ -365,7 +371,14 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         return recent
 
     def _cores(self, n_workers):
-        """``round(K · share)`` when the workers shared cores for long enough, else None."""
+        """``(cores, share)`` when the workers shared fewer cores than ``K``, else None.
+
+        ``cores`` is ``K · share`` rounded (halves up), the share the median of
+        the last ``contention_rounds`` rounds, each at or below ``contention``.
+        After a scale-in for contention, only a share that rose since shows
+        the same kind of contention: a share held low whatever the number of
+        workers (CPU quotas, other jobs, a hypervisor's steal time) does not.
+        """
         if self.contention is None:
             return None
         recent = self._recent(n_workers, 1, self.contention_rounds)
@@ -373,7 +386,13 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         if len(recent) < self.contention_rounds or None in shares \
                 or max(shares) > self.contention:
             return None
-        return round(n_workers * float(np.median(shares)))
+        share = float(np.median(shares))
+        cores = math.floor(n_workers * share + 0.5)
+        if cores >= n_workers:
+            return None
+        if self._shared is not None and share < _SHARE_RISE * self._shared:
+            return None
+        return cores, share
 
     def observe(self, record):
         if self.records and record.n_workers != self.records[-1].n_workers:
@@ -385,21 +404,23 @@ class ConvergenceScalingPolicy(ScalingPolicy):
     def decide(self, n_workers):
         rate = self.rate(n_workers)
         estimate = {"rate": rate, "best_rate": self._best}
-        cores = self._cores(n_workers)
-        if cores is not None and n_workers > self.min_workers:
+        shared = self._cores(n_workers)
+        if shared is not None and n_workers > self.min_workers:
             # more workers than cores: the extra ones add rounds, not speed.
-            # The rate so far on K (warm-up rounds too) is the best on K, so
-            # that a clear gain on the cores' worth of workers scales in again
-            rough = _rate(self._recent(n_workers, 0, len(self.records)))
+            # The rate so far on K (warm-up rounds too, not round 0's kernel
+            # loading) is the best on K, so that a clear gain on the cores'
+            # worth of workers scales in again
+            cores, self._shared = shared
+            rough = _rate(self._recent(n_workers, 1, len(self.records)))
             known = [r for r in (self._best, rough) if r is not None]
             self._best = max(known) if known else None
-            estimate.update(cores=cores, best_rate=self._best)
-            return ScalingDecision(max(min(cores, n_workers - 1), self.min_workers),
-                                   "workers share cores", estimate)
+            estimate.update(cores=cores, share=self._shared, best_rate=self._best)
+            return ScalingDecision(max(cores, self.min_workers), "workers share cores",
+                                   estimate)
         if rate is None:
             return ScalingDecision(n_workers, "warm-up", estimate)
-        if (self._best is None and self._previous_best is not None
-                and rate > self.improvement * self._previous_best
+        if (self._best is None and self._previous_best is not None and rate > 0
+                and (self._previous_best <= 0 or rate > self.improvement * self._previous_best)
                 and n_workers > self.min_workers):
             # the last scale-in helped clearly: fewer workers are better at
             # this stage, go on without waiting for a deterioration
@@ -422,6 +443,11 @@ class ConvergenceScalingPolicy(ScalingPolicy):
 
     def _smaller(self, n_workers):
         return max(min(n_workers - 1, math.floor(n_workers * self.factor)), self.min_workers)
+
+
+#: After a scale-in for contention, the share of a core must have risen by this
+#: factor for the rule to apply again.
+_SHARE_RISE = 1.2
 
 
 def _rate(records):

@@ -819,8 +819,8 @@ class ChunkSolver:
         self._check_no_pending("start a round")
         self.running = round_id
         self.stop[0] = 1 if self._stop_round == round_id else 0
-        t0 = time.perf_counter()
         cpu0 = time.thread_time()
+        t0 = time.perf_counter()
         X, Y, sw, alpha = self._pack()
         w = np.ascontiguousarray(w, dtype=np.float64)
         dw = np.zeros_like(w)
@@ -864,14 +864,14 @@ class ChunkSolver:
             gap_sums_chunk(X, Y, sw, alpha, w, loss=self.loss,
                            intercept_scaling=self.intercept_scaling, rows=rest, sums=sums)
         change = dual_change(Y, sw, alpha, dalpha, loss=self.loss) if done else 0.0
+        cpu = time.thread_time() - cpu0
         t_end = time.perf_counter()
         stopped = done < budget
         latency = t_end - self._stop_time if stopped and self._stop_time else None
         self.running = None
         self.pending = (round_id, dalpha)
         return LocalResult(dw, done, sums, n, t_end - t0, stopped, budget,
-                           stop_latency=latency, dual_change=change,
-                           cpu_seconds=time.thread_time() - cpu0)
+                           stop_latency=latency, dual_change=change, cpu_seconds=cpu)
 
     def request_stop(self, round_id):
         """Ask round ``round_id`` to stop at its next check of the stop flag.

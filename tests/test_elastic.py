@@ -180,12 +180,16 @@ def test_convergence_policy_scales_in_four_workers(table, optimum):
         assert abs(p_elastic - optimum) <= 1e-4 * abs(optimum)
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) >= 4,
+def _usable_cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+@pytest.mark.skipif(_usable_cores() >= 4,
                     reason="four workers share cores only on a machine with fewer than four")
 def test_four_workers_on_fewer_cores_scale_in_to_the_cores(larger_table):
     """Worker processes that share cores are measured, and the extras let go early."""
     X, y = larger_table
-    cores = len(os.sched_getaffinity(0))
+    cores = _usable_cores()
     with _cluster(4) as cluster, Client(cluster) as client:
         clf = de.LogisticRegression(C=1.0, tol=1e-12, max_iter=8, straggler_policy="wait",
                                     scaling_policy="convergence",
@@ -371,3 +375,18 @@ def test_a_slow_worker_gets_less_data_and_the_solver_times_even_out(larger_table
             uneven_uniform, uneven_balanced = _uniform_then_balanced(client, larger_table)
     # measured 1.57-1.71 uniform against 1.03-1.31 balanced, idle or loaded
     assert uneven_balanced < 0.85 * uneven_uniform
+
+
+def test_the_core_share_is_the_median_of_the_measured_workers():
+    from daskelastic.elastic import _core_share
+    from daskelastic.solvers import LocalResult
+
+    def result(seconds, cpu):
+        return LocalResult(np.zeros((2, 1)), 10, (0.0, 0.0, 0.0), 10, seconds, False, 10,
+                           cpu_seconds=cpu)
+
+    assert _core_share({"a": result(0.1, 0.05), "b": result(0.1, 0.04),
+                        "c": result(0.1, 0.11)}) == pytest.approx(0.5)   # 1.1 counts as 1
+    # too short to tell, or not measured (the simulated cluster): no share
+    assert _core_share({"a": result(0.001, 0.0005), "b": result(0.1, None)}) is None
+    assert _core_share({}) is None

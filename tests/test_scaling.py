@@ -245,3 +245,51 @@ def test_a_clear_gain_after_a_contention_scale_in_scales_in_again():
     _shared(policy, [0.5] * 3, fall=0.1)
     after = _shared(policy, [0.98] * 6, n_workers=2, start=3, fall=0.12)
     assert all(d.target == 2 for d in after)
+
+
+def test_a_worsening_rate_never_counts_as_a_scale_in_that_helped():
+    """The rough rate on the shared cores can be negative (the gap rose): not a free pass."""
+    policy = ConvergenceScalingPolicy(window=3, warmup=0)
+    for r, gap in enumerate([1.0, 1.1, 1.3]):
+        policy.observe(ScalingRecord(r, 0.1 * (r + 1), gap, 4, core_share=0.5))
+    decision = policy.target(4)
+    assert decision.target == 2 and decision.estimate["best_rate"] < 0
+    # on 2 workers the gap keeps rising: that is no scale-in that helped
+    for r in range(3, 12):
+        policy.observe(ScalingRecord(r, 0.1 * (r + 1), 1.3 * 1.01 ** (r - 2), 2,
+                                     core_share=0.97))
+        assert policy.target(2).reason != "scale-in helped"
+    # but progress where there was none is a scale-in that helped
+    policy = ConvergenceScalingPolicy(window=3, warmup=0)
+    for r, gap in enumerate([1.0, 1.1, 1.3]):
+        policy.observe(ScalingRecord(r, 0.1 * (r + 1), gap, 4, core_share=0.5))
+    policy.target(4)
+    after = _shared(policy, [0.97] * 3, n_workers=2, start=3, fall=0.3)
+    assert after[-1].reason == "scale-in helped" and after[-1].target == 1
+
+
+def test_cores_taken_by_something_else_do_not_scale_in_again_and_again():
+    """A share that stays low after a scale-in is not contention among the fit's workers.
+
+    CPU quotas, other jobs or a hypervisor's steal time hold each worker to
+    half a core whatever their number: one scale-in, then the rates decide.
+    """
+    policy = ConvergenceScalingPolicy(window=3, warmup=0, threshold=0.1)
+    first = _shared(policy, [0.5] * 3, n_workers=8)
+    assert first[-1].target == 4
+    after = _shared(policy, [0.5] * 8, n_workers=4, start=3)
+    assert all(d.target == 4 for d in after)
+    # eight workers on two cores shared unevenly at first: the freed cores
+    # raise the share of the three left, so the rule applies again
+    policy = ConvergenceScalingPolicy(window=3, warmup=0, threshold=0.1)
+    assert _shared(policy, [0.4] * 3, n_workers=8)[-1].target == 3
+    again = _shared(policy, [0.67] * 2, n_workers=3, start=3)
+    assert again[-1].target == 2 and again[-1].reason == "workers share cores"
+
+
+def test_a_share_that_rounds_to_every_worker_is_no_contention():
+    """Two workers at 0.78 of a core each still use two cores' worth: keep both."""
+    assert all(d.target == 2 for d in _shared(ConvergenceScalingPolicy(), [0.78] * 6,
+                                              n_workers=2))
+    # halves round up: five workers at half a core each are 2.5 cores' worth
+    assert _shared(ConvergenceScalingPolicy(), [0.5] * 3, n_workers=5)[-1].target == 3

@@ -295,8 +295,10 @@ def test_a_round_reports_its_solver_threads_cpu_time():
     result = solver.solve(w, round_id=0, **common)
     solver.discard(0)
     assert 0.0 < result.cpu_seconds <= result.seconds + 1e-3
-    # a slowed round spins: its stall is CPU time, as on a slow machine
+    # a slowed round spins: its stall is CPU time, as on a slow machine (a
+    # sleeping stall would show almost none; the bound leaves room for a busy
+    # machine taking the core away now and then)
     solver._step_seconds.extend([result.seconds / 20_000] * 16)
     slowed = solver.solve(w, round_id=1, slowdown=3.0, **common)
     solver.discard(1)
-    assert slowed.cpu_seconds >= 0.5 * slowed.seconds
+    assert slowed.cpu_seconds >= 0.25 * slowed.seconds
