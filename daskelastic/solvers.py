@@ -188,6 +188,9 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
     for s in range(n_steps):
         if s % check_every == 0 and stop[0] != 0:
             break
+        # spelled out in each kernel: a helper taking the CSR arrays and
+        # returning the run made a hinge epoch slower than no prefetch at all
+        # (27.7 against 17.5 ms on the flights table), this 11.6 ms
         if s + 2 * AHEAD < n_steps:
             prefetch(indptr, order[s + 2 * AHEAD])
         first, end = run_ahead(order, s, n_steps)   # the next bucket's rows
