@@ -205,6 +205,9 @@ def test_every_policy_reaches_the_synchronous_optimum(table, client, policy):
     np.testing.assert_allclose(clf.coef_, ref.coef_, atol=5e-2)
 
 
+# the fit does not converge in 200 rounds with a worker 200x slower (gap ~3e-4
+# against tol 1e-4), and need not: the test is about the policy's choices
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_history_records_the_policys_choices(table, client):
     X, y = table
     clf = de.LinearSVC(C=0.5, tol=1e-4, max_iter=200, backend="dask",
