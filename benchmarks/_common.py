@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -358,6 +359,21 @@ def read_results(names):
     import json
 
     return [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
+
+
+def run_in_checkout(script, path, args=(), env=None):
+    """Run ``script --worker *args`` importing daskelastic from the checkout ``path``.
+
+    For the ``--base PATH`` comparisons: the subprocess prints a JSON object
+    on its last line of output, which is returned.
+    """
+    path = Path(path).resolve()
+    env = dict(os.environ, **(env or {}), PYTHONPATH=str(path))
+    done = subprocess.run([sys.executable, str(script), "--worker", *map(str, args)],
+                          env=env, capture_output=True, text=True, cwd=str(path))
+    if done.returncode != 0:
+        raise RuntimeError(f"the base run failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def write_json(path, obj):

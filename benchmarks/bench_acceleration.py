@@ -35,8 +35,6 @@ Outputs ``results/bench_acceleration.{json,csv,txt,png}``.
 import argparse
 import itertools
 import json
-import os
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -99,13 +97,8 @@ def run_grid(configs, tol, max_iter):
 
 def run_base(path, tol, max_iter):
     """``run_grid(["base"])`` in a subprocess importing daskelastic from ``path``."""
-    env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()), PYTHONHASHSEED="0")
-    cmd = [sys.executable, __file__, "--worker", "--tol", str(tol), "--max-iter", str(max_iter)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                          cwd=str(Path(path).resolve()))
-    if done.returncode != 0:
-        raise RuntimeError(f"the base run failed:\n{done.stderr}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = cm.run_in_checkout(__file__, path, ["--tol", tol, "--max-iter", max_iter],
+                             env={"PYTHONHASHSEED": "0"})
     return out["base"], out["imported"]
 
 

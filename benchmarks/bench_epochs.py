@@ -26,8 +26,6 @@ Writes ``benchmarks/results/bench_epochs.{txt,csv,json,png}``.
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -90,13 +88,7 @@ def epoch_ms(repeats):
 
 def run_base(path, repeats):
     """:func:`epoch_ms` in a subprocess importing daskelastic from ``path``."""
-    env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
-    cmd = [sys.executable, __file__, "--worker", "--repeats", str(repeats)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                          cwd=str(Path(path).resolve()))
-    if done.returncode != 0:
-        raise RuntimeError(f"the base run failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return cm.run_in_checkout(__file__, path, ["--repeats", repeats])
 
 
 def plot(results, path, title):

@@ -25,6 +25,7 @@ from daskelastic.driver import Problem, run_cocoa
 from daskelastic.losses import loss_code
 from daskelastic.objective import lambda_from_C
 from daskelastic.placement import make_chunks, split_rows
+from daskelastic.session import _machine_workers
 from daskelastic.targets import TargetEncoder
 from daskelastic.testing import FixedSlowdown, ScheduledScaling, inject_stragglers
 
@@ -180,16 +181,12 @@ def test_convergence_policy_scales_in_four_workers(table, optimum):
         assert abs(p_elastic - optimum) <= 1e-4 * abs(optimum)
 
 
-def _usable_cores():
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-@pytest.mark.skipif(_usable_cores() >= 4,
+@pytest.mark.skipif(_machine_workers() >= 4,
                     reason="four workers share cores only on a machine with fewer than four")
 def test_four_workers_on_fewer_cores_scale_in_to_the_cores(larger_table):
     """Worker processes that share cores are measured, and the extras let go early."""
     X, y = larger_table
-    cores = _usable_cores()
+    cores = _machine_workers()
     with _cluster(4) as cluster, Client(cluster) as client:
         clf = de.LogisticRegression(C=1.0, tol=1e-12, max_iter=8, straggler_policy="wait",
                                     scaling_policy="convergence",
