@@ -62,10 +62,8 @@ def loss_code(name):
 
 @njit(cache=True, nogil=True)
 def _log1pexp(t):
-    """``log(1 + exp(t))`` without overflow."""
-    if t > 0.0:
-        return t + math.log1p(math.exp(-t))
-    return math.log1p(math.exp(t))
+    """``log(1 + exp(t))`` without overflow (and without a branch on the sign of t)."""
+    return max(t, 0.0) + math.log1p(math.exp(-abs(t)))
 
 
 @njit(cache=True, nogil=True)
@@ -125,42 +123,82 @@ def gap_term(loss, y, a, c, z):
     return c * primal_loss(loss, y, z) - dual_value(loss, y, a, c) + a * z
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _sigmoid_shift(b, s):
+    """``σ(logit(b) + s)`` for ``|s| ≤ 1/16`` without exp: ``b·X / (1 + b(X - 1))``, X = eˢ.
+
+    ``X - 1`` is its Taylor polynomial of degree 9 (relative error < 1e-17 there).
+    """
+    xm1 = s * (1.0 + s * (1.0 / 2.0 + s * (1.0 / 6.0 + s * (1.0 / 24.0 + s * (
+        1.0 / 120.0 + s * (1.0 / 720.0 + s * (1.0 / 5040.0 + s * (
+            1.0 / 40320.0 + s * (1.0 / 362880.0)))))))))
+    return b * (1.0 + xm1) / (1.0 + b * xm1)
+
+
 @njit(cache=True, nogil=True)
 def _logistic_step(y, a, c, z, q):
-    # In u = logit(b), b = a'·y/c ∈ (0, 1), the optimality condition is
-    #   g(u) = -u - y·z - q·c·(σ(u) - beta0) = 0,
-    # with g strictly decreasing and g' ∈ [-1 - q·c/4, -1].  Its root lies in
-    # [-yz - qc(1 - beta0), -yz + qc·beta0]: safeguarded Newton inside that
-    # bracket (bisection when Newton would leave it or stops converging fast).
     beta0 = min(max(a * y / c, 0.0), 1.0)
+    u0 = math.log(beta0 / (1.0 - beta0)) if 1e-12 < beta0 < 1.0 - 1e-12 else 0.0
+    return logistic_step_at(y, c, z, q, beta0, u0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def logistic_step_at(y, c, z, q, beta0, u0):
+    """The logistic coordinate step from ``beta0 = a·y/c ∈ [0, 1]`` and its logit ``u0``.
+
+    ``u0`` is read only when ``1e-12 < beta0 < 1 - 1e-12``.  A kernel that has
+    the logs of ``beta0`` and ``1 - beta0`` (for the sample's gap term) passes
+    their difference and saves a log.
+    """
+    # In u = logit(b), b = a'·y/c ∈ (0, 1), the optimality condition is
+    #   g(u) = hi - u - q·c·σ(u) = 0,   hi = -y·z + q·c·beta0,
+    # with g strictly decreasing and g' ∈ [-1 - q·c/4, -1].  Its root lies in
+    # [lo, hi] = [-yz - qc(1 - beta0), -yz + qc·beta0].
     qc = q * c
     yz = y * z
     lo = -yz - qc * (1.0 - beta0)
     hi = -yz + qc * beta0
-    if 1e-12 < beta0 < 1.0 - 1e-12:
-        u = math.log(beta0 / (1.0 - beta0))
-        u = min(max(u, lo), hi)
-    else:
-        u = -yz - qc * (0.5 - beta0)  # the root when σ(u) ≈ 1/2, inside the bracket
-    step_before = hi - lo
+    top = hi
     # After a Newton step s the root is within ½·max|g''|·s² ≤ qc·s²/20 of the
     # new iterate (|g'| ≥ 1): stop there once that bound meets the tolerance,
     # without a further step to confirm it.
     half_curv = 0.05 * qc
+    u = -yz - qc * (0.5 - beta0)  # the root when σ(u) ≈ 1/2, inside the bracket
+    if 1e-12 < beta0 < 1.0 - 1e-12:
+        # The margin changes little between visits of a sample, so the root is
+        # usually near u0, where σ(u0) = beta0 is known: a first Newton step
+        # without exp, whose slope does not wait for the margin.
+        inv_slope = 1.0 / (1.0 + qc * beta0 * (1.0 - beta0))
+        s = (top - u0 - qc * beta0) * inv_slope
+        if lo <= u0 <= hi and abs(s) <= 0.0625:
+            if min(abs(s), half_curv * s * s) <= 1e-9 * (1.0 + abs(u0 + s)):
+                return y * c * min(max(_sigmoid_shift(beta0, s), 0.0), 1.0)
+            # the root is on the side of u0 the step went to
+            if s > 0.0:
+                lo = u0
+            else:
+                hi = u0
+            u = min(max(u0 + s, lo), hi)
+        else:
+            u = min(max(u0, lo), hi)
+    step_before = hi - lo
+    # Safeguarded Newton inside the bracket (bisection when Newton would leave
+    # it or stops converging fast), σ read through E = exp(-|u|) ≤ 1 and
+    # t = 1 + E (no overflow), with one division per step:
+    #   g·t = (top - u)·t - qc·(1 if u ≥ 0 else E),  -g'·t² = t² + qc·E.
     for _ in range(_NEWTON_MAX_ITER):
-        sig = 1.0 / (1.0 + math.exp(-u))
-        g = -u - yz - qc * (sig - beta0)
-        if g == 0.0:
+        e = math.exp(-abs(u))
+        t = 1.0 + e
+        gt = (top - u) * t - (qc if u >= 0.0 else qc * e)
+        slope = t * t + qc * e
+        if gt == 0.0:
             break
-        if g > 0.0:
+        if gt > 0.0:
             lo = u
         else:
             hi = u
-        slope = 1.0 + qc * sig * (1.0 - sig)  # = -g'(u) > 0
-        newton = u + g / slope
-        # Newton inside the bracket while it at least halves the step;
-        # otherwise bisect (the sigmoid term can make Newton oscillate)
-        if lo <= newton <= hi and abs(2.0 * g) <= abs(step_before * slope):
+        newton = u + gt * t / slope
+        if lo <= newton <= hi and abs(2.0 * gt * t) <= abs(step_before * slope):
             step = newton - u
             u = newton
             if min(abs(step), half_curv * step * step) <= 1e-9 * (1.0 + abs(u)):
@@ -171,7 +209,14 @@ def _logistic_step(y, a, c, z, q):
             if abs(step) <= 1e-9 * (1.0 + abs(u)):
                 break
         step_before = step
-    return y * c / (1.0 + math.exp(-u))
+    # At the root σ(u) = (top - u)/qc.  Within the tolerance δ of the root
+    # that reads σ to δ/qc, no worse than σ(u) itself (to σ'·δ = b(1 - b)·δ)
+    # when qc·b(1 - b) ≥ 1: then it saves an exp.
+    b = (top - u) / qc if qc > 0.0 else 0.5
+    if not qc * b * (1.0 - b) >= 1.0:
+        e = math.exp(-abs(u))
+        b = 1.0 / (1.0 + e) if u >= 0.0 else e / (1.0 + e)
+    return y * c * min(max(b, 0.0), 1.0)
 
 
 @njit(cache=True, nogil=True)

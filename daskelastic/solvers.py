@@ -23,6 +23,7 @@ kernels written for that case, with the margins in scalar variables.
 """
 
 import collections
+import math
 import statistics
 import time
 
@@ -31,7 +32,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from ._prefetch import AHEAD, prefetch, prefetch_1d, prefetch_rows, run_ahead
-from .losses import coordinate_step, dual_value, primal_loss
+from .losses import LOGISTIC, coordinate_step, dual_value, logistic_step_at, primal_loss
 
 __all__ = ["LocalResult", "ChunkSolver", "STOP_CHECK_EVERY"]
 
@@ -74,16 +75,11 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
         q = sigma * sq * inv_lam_n
         c = sw[i]
         any_change = False
+        gap = offset + s < n
         for k in range(m):
-            y = Y[i, k]
-            if offset + s < n:
-                a0 = alpha[i, k]
-                loss_acc += c * primal_loss(loss, y, zw[k])
-                dual_acc += dual_value(loss, y, a0, c)
-                az_acc += a0 * zw[k]
-            a = alpha[i, k] + dalpha[i, k]
-            a_new = coordinate_step(loss, y, a, c, zw[k] + sigma * zd[k], q)
-            delta = a_new - a
+            delta, loss_acc, dual_acc, az_acc = _visit(
+                loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
+                gap, loss_acc, dual_acc, az_acc)
             coef[k] = delta * inv_lam_n
             if delta != 0.0:
                 dalpha[i, k] += delta
@@ -105,16 +101,29 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gap_terms_1(loss, y, c, a0, zw, loss_acc, dual_acc, az_acc):
-    """The one-column kernels' gap sums plus one sample's terms at ``w`` and ``α``."""
-    return (loss_acc + c * primal_loss(loss, y, zw), dual_acc + dual_value(loss, y, a0, c),
-            az_acc + a0 * zw)
+def _visit(loss, y, c, a0, da, zw, z, q, gap, loss_acc, dual_acc, az_acc):
+    """One visit of a sample's dual value by a kernel: ``(its change, the sums)``.
 
-
-@njit(cache=True, nogil=True, inline="always")
-def _step_1(loss, y, c, a, z, q):
-    """The one-column kernels' change of one dual value (see ``coordinate_step``)."""
-    return coordinate_step(loss, y, a, c, z, q) - a
+    With ``gap`` the sample's gap terms at ``w`` and the committed ``a0`` are
+    added to the sums.  The step starts from ``a0 + da`` at margin ``z`` with
+    curvature ``q`` (see ``coordinate_step``).  A logistic sample's first
+    visit in a round (``da == 0``) shares the logs of its dual value with the
+    step's starting point.
+    """
+    a = a0 + da
+    if gap:
+        loss_acc += c * primal_loss(loss, y, zw)
+        az_acc += a0 * zw
+        if loss == LOGISTIC and da == 0.0 and c > 0.0:
+            beta0 = a0 * y / c
+            if 1e-12 < beta0 < 1.0 - 1e-12:
+                log_b = math.log(beta0)
+                log_1b = math.log1p(-beta0)
+                dual_acc -= c * (beta0 * log_b + (1.0 - beta0) * log_1b)
+                return (logistic_step_at(y, c, z, q, beta0, log_b - log_1b) - a,
+                        loss_acc, dual_acc, az_acc)
+        dual_acc += dual_value(loss, y, a0, c)
+    return coordinate_step(loss, y, a, c, z, q) - a, loss_acc, dual_acc, az_acc
 
 
 @njit(cache=True, nogil=True)
@@ -155,11 +164,9 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
             sq += xij * xij
             zw += xij * w1[j]
             zd += xij * dw1[j]
-        if offset + s < n:
-            loss_acc, dual_acc, az_acc = _gap_terms_1(loss, Y[i, 0], sw[i], alpha[i, 0], zw,
-                                                      loss_acc, dual_acc, az_acc)
-        delta = _step_1(loss, Y[i, 0], sw[i], alpha[i, 0] + dalpha[i, 0],
-                        zw + sigma * zd, sigma * sq * inv_lam_n)
+        delta, loss_acc, dual_acc, az_acc = _visit(
+            loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
+            sigma * sq * inv_lam_n, offset + s < n, loss_acc, dual_acc, az_acc)
         if delta != 0.0:
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
@@ -216,16 +223,11 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
         q = sigma * sq * inv_lam_n
         c = sw[i]
         any_change = False
+        gap = offset + s < n
         for k in range(m):
-            y = Y[i, k]
-            if offset + s < n:
-                a0 = alpha[i, k]
-                loss_acc += c * primal_loss(loss, y, zw[k])
-                dual_acc += dual_value(loss, y, a0, c)
-                az_acc += a0 * zw[k]
-            a = alpha[i, k] + dalpha[i, k]
-            a_new = coordinate_step(loss, y, a, c, zw[k] + sigma * zd[k], q)
-            delta = a_new - a
+            delta, loss_acc, dual_acc, az_acc = _visit(
+                loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
+                gap, loss_acc, dual_acc, az_acc)
             coef[k] = delta * inv_lam_n
             if delta != 0.0:
                 dalpha[i, k] += delta
@@ -291,11 +293,9 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
             sq += xij * xij
             zw += xij * w1[j]
             zd += xij * dw1[j]
-        if offset + s < n:
-            loss_acc, dual_acc, az_acc = _gap_terms_1(loss, Y[i, 0], sw[i], alpha[i, 0], zw,
-                                                      loss_acc, dual_acc, az_acc)
-        delta = _step_1(loss, Y[i, 0], sw[i], alpha[i, 0] + dalpha[i, 0],
-                        zw + sigma * zd, sigma * sq * inv_lam_n)
+        delta, loss_acc, dual_acc, az_acc = _visit(
+            loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
+            sigma * sq * inv_lam_n, offset + s < n, loss_acc, dual_acc, az_acc)
         if delta != 0.0:
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n

@@ -112,3 +112,34 @@ def test_logistic_step_is_accurate_near_the_boundary():
     a = coordinate_step(code, 1.0, 0.0, 1.0, 30.0, 1e-3)
     assert 0.0 < a < 1e-12
     assert np.isfinite(dual_value(code, 1.0, a, 1.0))
+
+
+@settings(max_examples=80, deadline=None)
+@given(beta=st.floats(1e-9, 1 - 1e-9), shift=st.floats(-0.3, 0.3), q=st.floats(1e-3, 50),
+       c=positive, label=st.sampled_from([-1.0, 1.0]))
+def test_logistic_step_finds_a_root_near_the_start(beta, shift, q, c, label):
+    """A margin that moved a little since the last visit puts the root near logit(β0).
+
+    The step's first Newton step from there needs no exp, and it may stop
+    after it with σ read from a polynomial: it still finds the root to its
+    tolerance, 1e-9·(1 + |u|) in u = logit(β).
+    """
+    u0 = math.log(beta / (1 - beta))
+    root = u0 + shift * abs(shift)    # shifts of 0 to 0.09, many of them tiny
+    sig = 1.0 / (1.0 + math.exp(-root))
+    z = -label * (root + q * c * (sig - beta))     # g(root) = 0 for this margin
+    got = coordinate_step(loss_code("logistic"), label, label * beta * c, c, z, q)
+    # an error δ in u moves β by β(1 - β)·δ
+    assert abs(got - label * c * sig) <= c * sig * (1 - sig) * 2e-9 * (1 + abs(root))
+
+
+@pytest.mark.parametrize("beta", [1e-300, 1e-12, 1e-5, 0.1, 0.5, 0.9, 1 - 1e-9])
+def test_sigmoid_shift_is_the_shifted_sigmoid(beta):
+    from daskelastic.losses import _sigmoid_shift
+
+    u0 = math.log(beta / (1 - beta))
+    for s in np.linspace(-1 / 16, 1 / 16, 101):
+        want = 1.0 / (1.0 + math.exp(-(u0 + s)))
+        assert _sigmoid_shift(beta, s) == pytest.approx(want, rel=1e-14)
+        # and 1 - σ, which the dual value reads near β = 1
+        assert 1 - _sigmoid_shift(beta, s) == pytest.approx(1 - want, rel=1e-6, abs=1e-15)
