@@ -415,10 +415,13 @@ _COMMON_TAIL = """
         ``γ K``, later rounds whatever the last round's proposals showed, and
         the proposals are added with the step that maximises a lower bound of
         the dual's gain, so that every round still raises the dual.  On the
-        flights table, on 2 and 4 workers, this took 0.53–0.84× the rounds
-        for Ridge and the squared hinge; for logistic regression 1.84× on 2
-        workers and 0.45× on 4, and on other tables it can take more rounds
-        than ``σ′ = K`` (see the *Algorithms* page).
+        flights table, on 2 and 4 workers, this took 0.71–0.90× the rounds
+        for Ridge and the squared hinge; for logistic regression 1.04× on 2
+        workers and 0.71× on 4, and on other tables it can take more rounds
+        than ``σ′ = K`` (see the *Algorithms* page).  On 2 workers ``sigma=2``
+        brought the coefficients of logistic regression closer to the optimum
+        sooner, while the duality gap fell about as fast (see the
+        *Benchmarks* page).
     acceleration : "auto", "none", None or float, default="auto"
         Catalyst acceleration of the rounds: proximal problems with weight
         ``κ`` whose centres move with momentum.  On more than one worker it
