@@ -212,10 +212,12 @@ def logistic_step_at(y, c, z, q, beta0, u0):
     # At the root σ(u) = (top - u)/qc.  Within the tolerance δ of the root
     # that reads σ to δ/qc, no worse than σ(u) itself (to σ'·δ = b(1 - b)·δ)
     # when qc·b(1 - b) ≥ 1: then it saves an exp.
-    b = (top - u) / qc if qc > 0.0 else 0.5
-    if not qc * b * (1.0 - b) >= 1.0:
-        e = math.exp(-abs(u))
-        b = 1.0 / (1.0 + e) if u >= 0.0 else e / (1.0 + e)
+    if qc > 0.0:
+        b = (top - u) / qc
+        if qc * b * (1.0 - b) >= 1.0:
+            return y * c * min(max(b, 0.0), 1.0)
+    e = math.exp(-abs(u))
+    b = 1.0 / (1.0 + e) if u >= 0.0 else e / (1.0 + e)
     return y * c * min(max(b, 0.0), 1.0)
 
 

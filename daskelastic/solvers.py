@@ -106,9 +106,10 @@ def _visit(loss, y, c, a0, da, zw, z, q, gap, loss_acc, dual_acc, az_acc):
 
     With ``gap`` the sample's gap terms at ``w`` and the committed ``a0`` are
     added to the sums.  The step starts from ``a0 + da`` at margin ``z`` with
-    curvature ``q`` (see ``coordinate_step``).  A logistic sample's first
-    visit in a round (``da == 0``) shares the logs of its dual value with the
-    step's starting point.
+    curvature ``q`` (see ``coordinate_step``).  When the step starts from the
+    committed value (``gap`` and ``da == 0``: the sample's first visit in the
+    round), a logistic sample's dual value and the step's starting point share
+    the logs of ``a0·y/c`` and ``1 − a0·y/c``.
     """
     a = a0 + da
     if gap:
