@@ -10,7 +10,16 @@ While visiting a sample for the first time in a call, the kernels also add its
 loss, dual value and ``α_i·x_i·w`` at the *round-start* iterate ``w`` to
 ``sums`` — the duality gap of the committed state comes out of the same pass
 over the data, as a sum of per-sample Fenchel–Young terms (no cancellation
-between a large primal and dual).
+between a large primal and dual).  The logistic loss is the exception: its
+terms need an ``exp`` and three logs per sample, which NumPy takes over whole
+arrays with SIMD instructions several times faster than scalar calls in a
+kernel.  So the logs of its dual values are taken before the kernel
+(:func:`logistic_start`, which also gives each step its starting logit), the
+kernel writes each sample's margin ``x_i·w`` to an array, and the loss is
+added up after it (:func:`logistic_gap_sums`).
+
+Each kernel is compiled once per loss, with the loss a constant
+(:func:`_specialise`): a kernel holds only its loss's code.
 
 The feature weights are a ``(d + 1) × m`` array: the last row is the intercept,
 the coefficient of a constant feature of value ``intercept_scaling`` (``0``
@@ -23,26 +32,30 @@ kernels written for that case, with the margins in scalar variables.
 """
 
 import collections
-import math
 import statistics
 import time
+import types
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
 from ._prefetch import AHEAD, prefetch, prefetch_1d, prefetch_rows, run_ahead
-from .losses import LOGISTIC, coordinate_step, dual_value, logistic_step_at, primal_loss
+from .losses import LOGISTIC, LOSSES, coordinate_step, dual_value, logistic_step_at, primal_loss
 
 __all__ = ["LocalResult", "ChunkSolver", "STOP_CHECK_EVERY"]
 
 #: The stop flag is read at least this often (in coordinate steps).
 STOP_CHECK_EVERY = 1024
 
+#: The loss code the SDCA kernels are compiled for: set in each copy that
+#: ``_specialise`` makes (the plain functions below are never called).
+_LOSS = -1
 
-@njit(cache=True, nogil=True)
-def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
-                order, n_steps, stop, check_every, sums, offset):
+
+def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
+                order, n_steps, stop, check_every, sums, offset, Z, U):
+    loss = _LOSS   # a constant: one compiled kernel per loss (_specialise)
     n, d = X.shape
     m = Y.shape[1]
     zw = np.zeros(m)
@@ -60,6 +73,9 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
             prefetch_1d(sw, first, end)
             prefetch_rows(alpha, first, end)
             prefetch_rows(dalpha, first, end)
+            if loss == LOGISTIC:
+                prefetch_rows(Z, first, end)
+                prefetch_rows(U, first, end)
         i = order[s]
         for k in range(m):
             zw[k] = icpt * w[d, k]
@@ -79,7 +95,7 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
         for k in range(m):
             delta, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
-                gap, loss_acc, dual_acc, az_acc)
+                gap, Z, U, i, k, loss_acc, dual_acc, az_acc)
             coef[k] = delta * inv_lam_n
             if delta != 0.0:
                 dalpha[i, k] += delta
@@ -101,39 +117,42 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _visit(loss, y, c, a0, da, zw, z, q, gap, loss_acc, dual_acc, az_acc):
-    """One visit of a sample's dual value by a kernel: ``(its change, the sums)``.
+def _visit(loss, y, c, a0, da, zw, z, q, gap, Z, U, i, k, loss_acc, dual_acc, az_acc):
+    """One visit of sample ``i``'s dual value ``k`` by a kernel: ``(its change, the sums)``.
 
-    With ``gap`` the sample's gap terms at ``w`` and the committed ``a0`` are
-    added to the sums.  The step starts from ``a0 + da`` at margin ``z`` with
-    curvature ``q`` (see ``coordinate_step``).  When the step starts from the
-    committed value (``gap`` and ``da == 0``: the sample's first visit in the
-    round), a logistic sample's dual value and the step's starting point share
-    the logs of ``a0·y/c`` and ``1 − a0·y/c``.
+    With ``gap`` the sample's gap terms at ``w`` (margin ``zw``) and the
+    committed ``a0`` are added to the sums, except for the logistic loss:
+    its margin goes to ``Z[i, k]`` instead, and :func:`logistic_gap_sums`
+    takes the logs after the kernel, with NumPy's SIMD ``log``.  The step
+    starts from ``a0 + da`` at margin ``z`` with curvature ``q`` (see
+    ``coordinate_step``); on a logistic sample's first visit in the round
+    (``da == 0``) from the logit ``U[i, k]`` of ``a0·y/c`` that
+    :func:`logistic_start` computed (NaN where it does not apply).
     """
     a = a0 + da
+    if loss == LOGISTIC:
+        if gap:
+            Z[i, k] = zw
+        if da == 0.0:
+            u0 = U[i, k]
+            if u0 == u0:
+                return (logistic_step_at(y, c, z, q, a0 * y / c, u0) - a,
+                        loss_acc, dual_acc, az_acc)
+        return coordinate_step(loss, y, a, c, z, q) - a, loss_acc, dual_acc, az_acc
     if gap:
         loss_acc += c * primal_loss(loss, y, zw)
         az_acc += a0 * zw
-        if loss == LOGISTIC and da == 0.0 and c > 0.0:
-            beta0 = a0 * y / c
-            if 1e-12 < beta0 < 1.0 - 1e-12:
-                log_b = math.log(beta0)
-                log_1b = math.log1p(-beta0)
-                dual_acc -= c * (beta0 * log_b + (1.0 - beta0) * log_1b)
-                return (logistic_step_at(y, c, z, q, beta0, log_b - log_1b) - a,
-                        loss_acc, dual_acc, az_acc)
         dual_acc += dual_value(loss, y, a0, c)
     return coordinate_step(loss, y, a, c, z, q) - a, loss_acc, dual_acc, az_acc
 
 
-@njit(cache=True, nogil=True)
-def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
-                  order, n_steps, stop, check_every, sums, offset):
+def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
+                  order, n_steps, stop, check_every, sums, offset, Z, U):
     """``_sdca_dense`` for one target column: scalar margins, no zero tests.
 
     2.5–4× faster than the general kernel on rows of 8–40 dense features.
     """
+    loss = _LOSS   # a constant: one compiled kernel per loss (_specialise)
     n, d = X.shape
     w1 = w[:, 0]
     dw1 = dw[:, 0]
@@ -156,6 +175,9 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
             prefetch_1d(sw, first, end)
             prefetch_1d(a1, first, end)
             prefetch_1d(da1, first, end)
+            if loss == LOGISTIC:
+                prefetch_rows(Z, first, end)
+                prefetch_rows(U, first, end)
         i = order[s]
         zw = zw0
         zd = icpt * dw1[d]
@@ -167,7 +189,7 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
             zd += xij * dw1[j]
         delta, loss_acc, dual_acc, az_acc = _visit(
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
-            sigma * sq * inv_lam_n, offset + s < n, loss_acc, dual_acc, az_acc)
+            sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc)
         if delta != 0.0:
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
@@ -182,9 +204,9 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, loss, inv_lam_n, sigma, icpt,
     return done
 
 
-@njit(cache=True, nogil=True)
-def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
-              inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums, offset):
+def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
+              inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums, offset, Z, U):
+    loss = _LOSS   # a constant: one compiled kernel per loss (_specialise)
     n = indptr.shape[0] - 1
     d = w.shape[0] - 1
     m = Y.shape[1]
@@ -210,6 +232,9 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
             prefetch_1d(sw, first, end)
             prefetch_rows(alpha, first, end)
             prefetch_rows(dalpha, first, end)
+            if loss == LOGISTIC:
+                prefetch_rows(Z, first, end)
+                prefetch_rows(U, first, end)
         i = order[s]
         for k in range(m):
             zw[k] = icpt * w[d, k]
@@ -229,7 +254,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
         for k in range(m):
             delta, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
-                gap, loss_acc, dual_acc, az_acc)
+                gap, Z, U, i, k, loss_acc, dual_acc, az_acc)
             coef[k] = delta * inv_lam_n
             if delta != 0.0:
                 dalpha[i, k] += delta
@@ -250,15 +275,16 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
     return done
 
 
-@njit(cache=True, nogil=True)
-def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
-                inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums, offset):
+def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
+                inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums, offset,
+                Z, U):
     """``_sdca_csr`` for one target column: the margins live in registers.
 
     The general kernel accumulates its margins in small arrays (one entry per
     target), which the compiler keeps in memory; with one target the scalar
     form is ~25% faster on rows of a few non-zeros.
     """
+    loss = _LOSS   # a constant: one compiled kernel per loss (_specialise)
     n = indptr.shape[0] - 1
     d = w.shape[0] - 1
     w1 = w[:, 0]
@@ -286,6 +312,9 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
             prefetch_1d(sw, first, end)
             prefetch_1d(a1, first, end)
             prefetch_1d(da1, first, end)
+            if loss == LOGISTIC:
+                prefetch_rows(Z, first, end)
+                prefetch_rows(U, first, end)
         i = order[s]
         zw = zw0
         zd = icpt * dw1[d]
@@ -298,7 +327,7 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
             zd += xij * dw1[j]
         delta, loss_acc, dual_acc, az_acc = _visit(
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
-            sigma * sq * inv_lam_n, offset + s < n, loss_acc, dual_acc, az_acc)
+            sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc)
         if delta != 0.0:
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
@@ -314,7 +343,7 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw, loss,
 
 
 @njit(cache=True, nogil=True)
-def _gap_sums_dense(X, Y, sw, alpha, w, loss, icpt, rows, sums):
+def _gap_sums_dense(X, Y, sw, alpha, w, loss, icpt, rows, sums, Z):
     d = X.shape[1]
     m = Y.shape[1]
     zw = np.zeros(m)
@@ -327,6 +356,10 @@ def _gap_sums_dense(X, Y, sw, alpha, w, loss, icpt, rows, sums):
             if xij != 0.0:
                 for k in range(m):
                     zw[k] += xij * w[j, k]
+        if loss == LOGISTIC:   # see logistic_gap_sums
+            for k in range(m):
+                Z[i, k] = zw[k]
+            continue
         c = sw[i]
         for k in range(m):
             sums[0] += c * primal_loss(loss, Y[i, k], zw[k])
@@ -335,7 +368,7 @@ def _gap_sums_dense(X, Y, sw, alpha, w, loss, icpt, rows, sums):
 
 
 @njit(cache=True, nogil=True)
-def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums):
+def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums, Z):
     d = w.shape[0] - 1
     m = Y.shape[1]
     zw = np.zeros(m)
@@ -348,11 +381,179 @@ def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums
             j = indices[p]
             for k in range(m):
                 zw[k] += xij * w[j, k]
+        if loss == LOGISTIC:   # see logistic_gap_sums
+            for k in range(m):
+                Z[i, k] = zw[k]
+            continue
         c = sw[i]
         for k in range(m):
             sums[0] += c * primal_loss(loss, Y[i, k], zw[k])
             sums[1] += dual_value(loss, Y[i, k], alpha[i, k], c)
             sums[2] += alpha[i, k] * zw[k]
+
+
+def dual_change(Y, sample_weight, alpha, dalpha, *, loss, dual=None):
+    """The change of the dual sum ``Σ -(c_i ℓ_i)*(-α_i)`` that ``Δα`` would make.
+
+    With the round's ``Δw`` this is all the driver needs to evaluate the dual
+    objective after adding any set of workers' proposals (see
+    :func:`daskelastic.driver.run_cocoa`).
+
+    Parameters
+    ----------
+    Y, sample_weight, alpha, dalpha : ndarray
+        Targets, weights, committed and proposed dual values of the rows.
+    loss : int
+        Loss code.
+    dual : ndarray, optional
+        The dual values of ``alpha`` (from :func:`logistic_start`): the
+        logistic loss then takes only the new values' logs, with NumPy's
+        SIMD ``log``.
+
+    Returns
+    -------
+    float
+        The sum over the entries with ``Δα ≠ 0``.
+    """
+    if loss != LOGISTIC or dual is None:
+        return float(_dual_change(Y, sample_weight, alpha, dalpha, loss))
+    B = np.empty_like(alpha)
+    _logistic_beta(Y, sample_weight, alpha, dalpha, B)
+    log_b, log_1b = _logs(B)
+    return float(_logistic_change(Y, sample_weight, alpha, dalpha, dual, B, log_b, log_1b))
+
+
+@njit(cache=True, nogil=True)
+def _logistic_beta(Y, sw, A, dA, B):
+    """``B = β = (a + da)·y/c`` where ``0 < β < 1``, NaN elsewhere (``dA`` may be empty)."""
+    add = dA.shape[0] > 0
+    for i in range(Y.shape[0]):
+        c = sw[i]
+        for k in range(Y.shape[1]):
+            a = A[i, k] + dA[i, k] if add else A[i, k]
+            b = a * Y[i, k] / c if c > 0.0 else np.nan
+            B[i, k] = b if 0.0 < b < 1.0 else np.nan
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _logistic_dual(y, a, c, b, log_b, log_1b):
+    """``dual_value`` of a logistic sample; ``b`` is its β when ``0 < β < 1`` (else NaN)."""
+    if b == b:
+        return -c * (b * log_b + (1.0 - b) * log_1b)
+    return dual_value(LOGISTIC, y, a, c)
+
+
+@njit(cache=True, nogil=True)
+def _logistic_duals(Y, sw, A, B, log_b, log_1b, D, U):
+    """Dual values ``D`` and logits ``U`` (NaN where a step cannot start from them).
+
+    ``U`` may be ``B``.
+    """
+    for i in range(Y.shape[0]):
+        c = sw[i]
+        for k in range(Y.shape[1]):
+            b = B[i, k]
+            D[i, k] = _logistic_dual(Y[i, k], A[i, k], c, b, log_b[i, k], log_1b[i, k])
+            U[i, k] = log_b[i, k] - log_1b[i, k] if 1e-12 < b < 1.0 - 1e-12 else np.nan
+
+
+@njit(cache=True, nogil=True)
+def _logistic_change(Y, sw, A, dA, D, B, log_b, log_1b):
+    """``Σ dual_value(A + dA) − D`` over the entries with ``dA ≠ 0`` (B: β of ``A + dA``)."""
+    total = 0.0
+    for i in range(Y.shape[0]):
+        c = sw[i]
+        for k in range(Y.shape[1]):
+            da = dA[i, k]
+            if da != 0.0:
+                total += _logistic_dual(Y[i, k], A[i, k] + da, c, B[i, k], log_b[i, k],
+                                        log_1b[i, k]) - D[i, k]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _neg_abs_margins(Y, Z, T):
+    for i in range(Y.shape[0]):
+        for k in range(Y.shape[1]):
+            T[i, k] = -abs(Y[i, k] * Z[i, k])
+
+
+@njit(cache=True, nogil=True)
+def _logistic_sums(Y, sw, A, Z, L, D, sums):
+    """Add ``Σ c·ℓ`` (``L = log1p(exp(-|y·z|))``), ``Σ D`` and ``Σ a·z`` to ``sums``."""
+    loss_acc = dual_acc = az_acc = 0.0
+    for i in range(Y.shape[0]):
+        c = sw[i]
+        for k in range(Y.shape[1]):
+            z = Z[i, k]
+            loss_acc += c * (max(-Y[i, k] * z, 0.0) + L[i, k])
+            dual_acc += D[i, k]
+            az_acc += A[i, k] * z
+    sums[0] += loss_acc
+    sums[1] += dual_acc
+    sums[2] += az_acc
+
+
+def _logs(B):
+    """``log B`` and ``log1p(-B)``: NumPy's SIMD ``log``, several times a scalar loop's speed."""
+    log_1b = np.negative(B)
+    np.log1p(log_1b, out=log_1b)
+    return np.log(B), log_1b
+
+
+def logistic_start(Y, sample_weight, alpha):
+    """The dual values of a logistic chunk's committed ``α`` and their logits.
+
+    The logistic loss's dual value and coordinate step need the logs of
+    ``β = α·y/c`` and ``1 − β``.  Taken here over whole arrays with NumPy's
+    SIMD ``log`` (some 5× the speed of scalar ``log`` calls in a kernel;
+    ``log1p`` 15×), they are computed once per round instead of inside the
+    kernels.
+
+    Parameters
+    ----------
+    Y, alpha : ndarray of shape (n, m)
+        Labels (±1) and committed dual values.
+    sample_weight : ndarray of shape (n,)
+        Sample weights.
+
+    Returns
+    -------
+    D : ndarray of shape (n, m)
+        ``dual_value`` of each entry.
+    U : ndarray of shape (n, m)
+        ``logit(β)`` where ``1e-12 < β < 1 − 1e-12`` (where the kernels'
+        steps start from it), NaN elsewhere.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.solvers import logistic_start
+    >>> D, U = logistic_start(np.ones((3, 1)), np.ones(3), np.array([[0.5], [0.25], [0.0]]))
+    >>> D.ravel().round(6) + 0.0   # the entropy of β = α·y/c
+    array([0.693147, 0.562335, 0.      ])
+    >>> U.ravel().round(6)   # logit(β); none for β = 0
+    array([ 0.      , -1.098612,       nan])
+    """
+    B = np.empty_like(alpha)
+    _logistic_beta(Y, sample_weight, alpha, np.empty((0, 0)), B)
+    log_b, log_1b = _logs(B)
+    D = np.empty_like(alpha)
+    _logistic_duals(Y, sample_weight, alpha, B, log_b, log_1b, D, B)
+    return D, B
+
+
+def logistic_gap_sums(Y, sample_weight, alpha, Z, D, sums):
+    """Add a logistic chunk's loss, dual and ``α·z`` sums at margins ``Z`` to ``sums``.
+
+    ``D`` holds the dual values (:func:`logistic_start`); the loss
+    ``log(1 + exp(-y·z))`` is taken with NumPy's SIMD ``exp`` and ``log1p``.
+    """
+    L = np.empty_like(Z)
+    _neg_abs_margins(Y, Z, L)
+    np.exp(L, out=L)
+    np.log1p(L, out=L)
+    _logistic_sums(Y, sample_weight, alpha, Z, L, D, sums)
 
 
 @njit(cache=True, nogil=True)
@@ -367,27 +568,6 @@ def _dual_change(Y, sw, alpha, dalpha, loss):
                 a = alpha[i, k]
                 total += dual_value(loss, Y[i, k], a + da, c) - dual_value(loss, Y[i, k], a, c)
     return total
-
-
-def dual_change(Y, sample_weight, alpha, dalpha, *, loss):
-    """The change of the dual sum ``Σ -(c_i ℓ_i)*(-α_i)`` that ``Δα`` would make.
-
-    With the round's ``Δw`` this is all the driver needs to evaluate the dual
-    objective after adding any set of workers' proposals (see
-    :func:`daskelastic.driver.run_cocoa`).
-
-    Parameters
-    ----------
-    Y, sample_weight, alpha, dalpha : ndarray
-        Targets, weights, committed and proposed dual values of the rows.
-    loss : int
-        Loss code.
-
-    Returns
-    -------
-    float
-    """
-    return float(_dual_change(Y, sample_weight, alpha, dalpha, loss))
 
 
 @njit(cache=True, nogil=True)
@@ -407,28 +587,44 @@ def _spin(stop, n):
 
 def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
                sigma, intercept_scaling, order, stop, sums,
-               check_every=STOP_CHECK_EVERY, offset=0):
+               check_every=STOP_CHECK_EVERY, offset=0, margins=None, logits=None):
     """Run ``len(order)`` SDCA steps on one chunk, visiting rows in ``order``.
 
     ``order`` continues a visiting sequence at position ``offset``; the first
     ``n_rows`` positions of the sequence must be a permutation of the chunk's
     rows: on those first visits the loss at ``w``, the dual value of the
-    committed ``alpha`` and ``alpha·x·w`` are added to ``sums[0:3]``.
-    ``dalpha`` and ``dw`` accumulate the work; ``alpha`` and ``w`` are not
-    written.  Returns the number of steps done (fewer when ``stop[0]`` was set).
+    committed ``alpha`` and ``alpha·x·w`` are added to ``sums[0:3]`` — for
+    the logistic loss, the margins ``x·w`` are written to ``margins``
+    instead (``n × m``; :func:`logistic_gap_sums` adds them up), and its
+    steps read the ``logits`` of :func:`logistic_start`.  ``dalpha`` and
+    ``dw`` accumulate the work; ``alpha`` and ``w`` are not written.  Returns
+    the number of steps done (fewer when ``stop[0]`` was set).
     """
-    args = (Y, sample_weight, alpha, dalpha, w, dw, loss, inv_lam_n, sigma,
-            intercept_scaling, order, order.shape[0], stop, check_every, sums, offset)
+    if margins is None or logits is None:
+        if loss == LOGISTIC:
+            raise ValueError("the logistic loss needs margins and logits")
+        margins = logits = np.empty((0, Y.shape[1]))
+    args = (Y, sample_weight, alpha, dalpha, w, dw, inv_lam_n, sigma,
+            intercept_scaling, order, order.shape[0], stop, check_every, sums, offset,
+            margins, logits)
     if sp.issparse(X):
-        kernel = _sdca_csr_1 if Y.shape[1] == 1 else _sdca_csr
+        kernel = _KERNELS["csr_1" if Y.shape[1] == 1 else "csr"][loss]
         return kernel(X.data, X.indices, X.indptr, *args)
-    return (_sdca_dense_1 if Y.shape[1] == 1 else _sdca_dense)(X, *args)
+    return _KERNELS["dense_1" if Y.shape[1] == 1 else "dense"][loss](X, *args)
 
 
 def gap_sums_chunk(X, Y, sample_weight, alpha, w, *, loss, intercept_scaling,
-                   rows, sums):
-    """Add loss, dual value and ``alpha·x·w`` over ``rows`` to ``sums[0:3]``."""
-    args = (Y, sample_weight, alpha, w, loss, intercept_scaling, rows, sums)
+                   rows, sums, margins=None):
+    """Add loss, dual value and ``alpha·x·w`` over ``rows`` to ``sums[0:3]``.
+
+    For the logistic loss the margins of ``rows`` are written to ``margins``
+    instead (see :func:`sdca_chunk`).
+    """
+    if margins is None:
+        if loss == LOGISTIC:
+            raise ValueError("the logistic loss needs margins")
+        margins = np.empty((0, Y.shape[1]))
+    args = (Y, sample_weight, alpha, w, loss, intercept_scaling, rows, sums, margins)
     if sp.issparse(X):
         _gap_sums_csr(X.data, X.indices, X.indptr, *args)
     else:
@@ -838,12 +1034,18 @@ class ChunkSolver:
         visits = _visit_order(rng, n, budget)   # max(budget, n) row indices
         order = visits[:budget]
         done = 0
+        dual = None
+        margins = logits = None
+        if self.loss == LOGISTIC:   # the logs out of the kernel: see logistic_start
+            dual, logits = logistic_start(Y, sw, alpha)
+            margins = np.empty_like(alpha)
         if slowdown > 1.0 and budget > 0 and n > 0:
             # load or compile the kernel first: a slowdown multiplies compute
             # time, not a one-off start-up cost
             sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=self.loss, inv_lam_n=inv_lam_n,
                        sigma=sigma, intercept_scaling=self.intercept_scaling,
-                       order=order[:0], stop=self.stop, sums=sums, check_every=check_every)
+                       order=order[:0], stop=self.stop, sums=sums, check_every=check_every,
+                       margins=margins, logits=logits)
         if budget > 0 and n > 0:
             n_slices = _SLOWDOWN_SLICES if slowdown > 1.0 else 1
             bounds = np.linspace(0, budget, n_slices + 1).astype(np.int64)
@@ -853,7 +1055,8 @@ class ChunkSolver:
                                  inv_lam_n=inv_lam_n, sigma=sigma,
                                  intercept_scaling=self.intercept_scaling,
                                  order=order[a:b], stop=self.stop, sums=sums,
-                                 check_every=check_every, offset=int(a))
+                                 check_every=check_every, offset=int(a),
+                                 margins=margins, logits=logits)
                 done += did
                 compute = time.perf_counter() - t_slice
                 if a == 0 and did > 0:
@@ -868,8 +1071,11 @@ class ChunkSolver:
         if done < n:  # rows not visited yet: their gap terms in one sequential pass
             rest = np.sort(visits[done:n])
             gap_sums_chunk(X, Y, sw, alpha, w, loss=self.loss,
-                           intercept_scaling=self.intercept_scaling, rows=rest, sums=sums)
-        change = dual_change(Y, sw, alpha, dalpha, loss=self.loss) if done else 0.0
+                           intercept_scaling=self.intercept_scaling, rows=rest, sums=sums,
+                           margins=margins)
+        if dual is not None:
+            logistic_gap_sums(Y, sw, alpha, margins, dual, sums)
+        change = dual_change(Y, sw, alpha, dalpha, loss=self.loss, dual=dual) if done else 0.0
         cpu = time.thread_time() - cpu0
         t_end = time.perf_counter()
         stopped = done < budget
@@ -980,9 +1186,12 @@ class ChunkSolver:
         """
         X, Y, sw, alpha = self._pack()
         sums = np.zeros(3)
+        margins = np.empty_like(alpha) if self.loss == LOGISTIC else None
         gap_sums_chunk(X, Y, sw, alpha, np.ascontiguousarray(w, dtype=np.float64),
                        loss=self.loss, intercept_scaling=self.intercept_scaling,
-                       rows=np.arange(X.shape[0], dtype=np.int64), sums=sums)
+                       rows=np.arange(X.shape[0], dtype=np.int64), sums=sums, margins=margins)
+        if margins is not None:
+            logistic_gap_sums(Y, sw, alpha, margins, logistic_start(Y, sw, alpha)[0], sums)
         return tuple(float(v) for v in sums)
 
     def row_sq_norm_sum(self):
@@ -1040,3 +1249,32 @@ def _visit_order(rng, n, steps, bucket=None):
         rows = (starts[:, None] + np.arange(bucket)).ravel()
         passes.append(rows[rows < n])
     return np.concatenate(passes)[:steps].astype(np.int64)
+
+
+
+def _specialise(func):
+    """``{loss code: func compiled for that loss}``: kernels with the loss folded in.
+
+    Each copy of ``func`` sees the module's globals with ``_LOSS`` set to one
+    loss code, which numba compiles as a constant: the branches of the other
+    losses vanish, and with them the stores and registers they would hold.
+    With the loss as an argument instead, a kernel visits rows for the hinge
+    loss 1.2× slower as soon as it may also store the logistic loss's margins
+    (flights table, 327k rows).  Each copy has its own name, hence its own
+    entries in numba's cache.
+    """
+    out = {}
+    for name, code in LOSSES.items():
+        scope = dict(globals(), _LOSS=code)
+        copy = types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__,
+                                  func.__closure__)
+        copy.__qualname__ = f"{func.__qualname__}__{name}"
+        copy.__module__ = func.__module__
+        copy.__doc__ = func.__doc__
+        out[code] = njit(cache=True, nogil=True)(copy)
+    return out
+
+
+#: The SDCA kernels by layout, then loss code.
+_KERNELS = {"dense": _specialise(_sdca_dense), "dense_1": _specialise(_sdca_dense_1),
+            "csr": _specialise(_sdca_csr), "csr_1": _specialise(_sdca_csr_1)}

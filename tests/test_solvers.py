@@ -9,7 +9,14 @@ import pytest
 import scipy.sparse as sp
 
 from daskelastic.losses import LOSSES, loss_code
-from daskelastic.solvers import STOP_CHECK_EVERY, ChunkSolver, _visit_order, sdca_chunk
+from daskelastic.solvers import (
+    STOP_CHECK_EVERY,
+    ChunkSolver,
+    _visit_order,
+    logistic_gap_sums,
+    logistic_start,
+    sdca_chunk,
+)
 
 import reference as ref
 
@@ -50,9 +57,17 @@ def test_kernel_matches_numpy_twin(loss, sparse, dtype, m, visits):
     want_da, want_dw, want_sums = ref.sdca_steps(loss, X, Y, sw, alpha, w, lam_n=3.0,
                                                  sigma=2.0, icpt=1.0, order=order)
     dalpha, dw, sums = np.zeros_like(alpha), np.zeros_like(w), np.zeros(3)
+    margins = logits = dual = None
+    if loss == "logistic":   # its gap terms and logs outside the kernel
+        dual, logits = logistic_start(Y, sw, alpha)
+        margins = np.full_like(alpha, np.nan)
     done = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=loss_code(loss),
                       inv_lam_n=1 / 3.0, sigma=2.0, intercept_scaling=1.0,
-                      order=order.astype(np.int64), stop=np.zeros(1, np.int64), sums=sums)
+                      order=order.astype(np.int64), stop=np.zeros(1, np.int64), sums=sums,
+                      margins=margins, logits=logits)
+    if loss == "logistic":
+        assert not sums.any()
+        logistic_gap_sums(Y, sw, alpha, margins, dual, sums)
     tol = 1e-5 if dtype == np.float32 else 1e-9
     assert done == order.shape[0]
     np.testing.assert_allclose(dalpha, want_da, rtol=tol, atol=tol)
@@ -302,3 +317,52 @@ def test_a_round_reports_its_solver_threads_cpu_time():
     slowed = solver.solve(w, round_id=1, slowdown=3.0, **common)
     solver.discard(1)
     assert slowed.cpu_seconds >= 0.25 * slowed.seconds
+
+
+def test_logistic_start_matches_the_scalar_dual_values_and_logits():
+    """The SIMD logs give each dual value and logit, edge cases included."""
+    rng = np.random.default_rng(5)
+    n, m = 400, 2
+    Y = np.where(rng.random((n, m)) < 0.5, 1.0, -1.0)
+    sw = rng.uniform(0.5, 2.0, size=n)
+    sw[:4] = 0.0                       # weight 0: dual value 0 at α = 0, -inf elsewhere
+    beta = rng.uniform(0.0, 1.0, size=(n, m))
+    beta[4:20] = [[0.0, 1.0], [1e-13, 1.0 - 1e-13], [1e-12, 1.0 - 1e-12], [2e-12, 1e-300],
+                  [-1e-13, 1.0 + 1e-13], [-0.5, 1.5], [0.5, 0.5], [1e-8, 1 - 1e-8]] * 2
+    alpha = beta * Y * sw[:, None]
+    alpha[0, 0] = 0.3                  # infeasible with c = 0
+    D, U = logistic_start(Y, sw, alpha)
+    for i in range(n):
+        for k in range(m):
+            want = ref.dual_value("logistic", Y[i, k], alpha[i, k], sw[i])
+            if np.isfinite(want):
+                # abs: the twin takes log(1 - β), which loses digits for tiny β
+                assert D[i, k] == pytest.approx(want, rel=1e-13, abs=1e-15)
+            else:
+                assert D[i, k] == want
+            b = alpha[i, k] * Y[i, k] / sw[i] if sw[i] > 0 else -1.0
+            if 1e-12 < b < 1.0 - 1e-12:
+                assert U[i, k] == pytest.approx(np.log(b / (1.0 - b)), rel=1e-13, abs=1e-13)
+            else:
+                assert np.isnan(U[i, k])
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_the_logistic_kernels_need_margins_and_logits(sparse):
+    X, Y, sw = _problem("logistic", sparse=sparse)
+    n, d = X.shape
+    with pytest.raises(ValueError, match="margins and logits"):
+        sdca_chunk(X, Y, sw, np.zeros((n, 1)), np.zeros((n, 1)), np.zeros((d + 1, 1)),
+                   np.zeros((d + 1, 1)), loss=loss_code("logistic"), inv_lam_n=1.0, sigma=1.0,
+                   intercept_scaling=1.0, order=np.arange(n, dtype=np.int64),
+                   stop=np.zeros(1, np.int64), sums=np.zeros(3))
+
+
+def test_one_compiled_kernel_per_loss_and_layout():
+    from daskelastic import solvers
+
+    assert sorted(solvers._KERNELS) == ["csr", "csr_1", "dense", "dense_1"]
+    for kernels in solvers._KERNELS.values():
+        assert sorted(kernels) == sorted(LOSSES.values())
+        names = {getattr(k, "py_func", k).__qualname__ for k in kernels.values()}
+        assert len(names) == len(LOSSES)   # own names: own entries in numba's cache
