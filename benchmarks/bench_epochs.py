@@ -11,15 +11,19 @@ kernels (CSR or dense, one target or several) on real tables:
   (323,640 rows), squared loss with one target and logistic with five; and
   200,000 rows of 40 standard normal columns (seeded) for the hinge.
 
-With ``--base PATH`` the same epochs are timed, in a subprocess, on the
-daskelastic of another checkout (e.g. ``git worktree add /tmp/base <commit>``),
-the two runs one after the other, and the table shows both and their ratio.
+With ``--base PATH`` the same epochs are timed on the daskelastic of another
+checkout (e.g. ``git worktree add /tmp/base <commit>``): each checkout in its
+own subprocess, the two taking turns ``--alternations`` times (default 3), so
+that a drift of the machine's speed during the run hits both alike; the table
+shows the median over all of each checkout's epochs and their ratio.  (Run one
+after the other, the same base once measured 33.5 and once 40.5 ms for the
+logistic epoch.)
 
 Reproduce::
 
     python benchmarks/bench_epochs.py                      # ~1 minute
     git worktree add /tmp/base <commit>
-    python benchmarks/bench_epochs.py --base /tmp/base     # ~2 minutes
+    python benchmarks/bench_epochs.py --base /tmp/base     # ~3 minutes
 
 Writes ``benchmarks/results/bench_epochs.{txt,csv,json,png}``.
 """
@@ -66,7 +70,7 @@ def cases():
 
 
 def epoch_ms(repeats):
-    """``{case: median epoch milliseconds}`` with the daskelastic importable here."""
+    """``{case: [ms of each timed epoch]}`` with the daskelastic importable here."""
     from daskelastic.losses import loss_code
     from daskelastic.solvers import ChunkSolver
 
@@ -82,13 +86,28 @@ def epoch_ms(repeats):
             solver.commit(r)
             if r >= 2:
                 seconds.append(res.seconds)
-        out[name] = float(np.median(seconds)) * 1e3
+        out[name] = [s * 1e3 for s in seconds]
     return out
 
 
-def run_base(path, repeats):
+def run_checkout(path, repeats):
     """:func:`epoch_ms` in a subprocess importing daskelastic from ``path``."""
     return cm.run_in_checkout(__file__, path, ["--repeats", repeats])
+
+
+def alternate(base_path, repeats, alternations):
+    """``(base, now)``: ``{case: all epoch ms}`` of each checkout, the two taking turns."""
+    here = Path(__file__).resolve().parents[1]
+    runs = {"base": {}, "now": {}}
+    imported = None
+    for _ in range(alternations):
+        for key, path in (("base", base_path), ("now", here)):
+            got = run_checkout(path, repeats)
+            if key == "base":
+                imported = got["imported"]
+            for name, ms in got["ms"].items():
+                runs[key].setdefault(name, []).extend(ms)
+    return runs["base"], runs["now"], imported
 
 
 def plot(results, path, title):
@@ -115,6 +134,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--base", help="another checkout to time the same epochs on")
+    ap.add_argument("--alternations", type=int, default=3,
+                    help="turns each checkout takes with --base")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -130,9 +151,15 @@ def main():
         f"daskelastic sources {env['daskelastic_code']['sha1']}")
     base = None
     if args.base:
-        base = run_base(args.base, args.repeats)
-        log(f"base: daskelastic imported from {base['imported']}")
-    now = epoch_ms(args.repeats)
+        base_all, now_all, imported = alternate(args.base, args.repeats, args.alternations)
+        log(f"base: daskelastic imported from {imported}")
+        base = {"ms": {k: float(np.median(v)) for k, v in base_all.items()},
+                "imported": imported}
+        count = f"{args.alternations} turns of {args.repeats} epochs each"
+    else:
+        now_all = epoch_ms(args.repeats)
+        count = f"{args.repeats}"
+    now = {k: float(np.median(v)) for k, v in now_all.items()}
     rows, csv_rows = [], []
     for name, ms in now.items():
         row = [name]
@@ -144,7 +171,7 @@ def main():
         csv_rows.append({"kernel": name, "ms": ms,
                          "base_ms": base["ms"][name] if base else None})
     headers = ["kernel, table"] + (["base ms", "this ms", "speed-up"] if base else ["ms"])
-    log(f"\nlocal epoch, one worker, median of {args.repeats}")
+    log(f"\nlocal epoch, one worker, median of {count}")
     log(cm.table(rows, headers))
     results = {"env": env, "repeats": args.repeats, "now": now, "base": base}
     cm.write_results("bench_epochs", results, csv_rows, log, plot,

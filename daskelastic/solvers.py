@@ -542,7 +542,7 @@ def logistic_start(Y, sample_weight, alpha, work=None):
 
     The logistic loss's dual value and coordinate step need the logs of
     ``β = α·y/c`` and ``1 − β``.  Taken here over whole arrays with NumPy's
-    SIMD ``log`` (some 5× the speed of scalar ``log`` calls in a kernel;
+    SIMD ``log`` (some 6× the speed of scalar ``log`` calls in a kernel;
     ``log1p`` 15×), they are computed once per round instead of inside the
     kernels.
 

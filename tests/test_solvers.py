@@ -366,3 +366,41 @@ def test_one_compiled_kernel_per_loss_and_layout():
         assert sorted(kernels) == sorted(LOSSES.values())
         names = {getattr(k, "py_func", k).__qualname__ for k in kernels.values()}
         assert len(names) == len(LOSSES)   # own names: own entries in numba's cache
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+def test_rounds_reuse_their_arrays_with_the_same_results(loss):
+    """The workspace hands the same arrays to every round; results as with fresh ones."""
+    X, Y, sw = _problem(loss, n=300, sparse=True)
+    a = ChunkSolver(loss_code(loss), 1, 1.0)
+    b = ChunkSolver(loss_code(loss), 1, 1.0)
+    for s in (a, b):
+        s.add_chunk(0, X, Y, sw)
+    w = np.zeros((X.shape[1] + 1, 1))
+    before = None
+    for r in range(4):
+        ra = a.solve(w, round_id=r, inv_lam_n=0.5, sigma=1.0, steps=450 if r == 2 else None)
+        arrays = {name: id(arr) for name, arr in a._work._arrays.items()}
+        b._work.clear()
+        rb = b.solve(w, round_id=r, inv_lam_n=0.5, sigma=1.0, steps=450 if r == 2 else None)
+        assert np.array_equal(ra.dw, rb.dw)
+        assert (ra.loss_sum, ra.dual_sum, ra.alpha_z_sum, ra.dual_change) == \
+            (rb.loss_sum, rb.dual_sum, rb.alpha_z_sum, rb.dual_change)
+        if before is not None and r != 2 and r != 3:
+            assert arrays == before   # no new row-sized array
+        before = arrays
+        a.commit(r, gamma=0.7)
+        b.commit(r, gamma=0.7)
+        w = w + 0.7 * ra.dw
+    assert np.array_equal(a._packed[3], b._packed[3])
+    assert "dalpha" in a._work._arrays and (loss != "logistic" or "dual" in a._work._arrays)
+
+
+def test_the_visiting_order_is_the_same_in_a_workspace():
+    from daskelastic.solvers import Workspace
+
+    for n, steps in ((100, 100), (100, 250), (37, 10)):
+        want = _visit_order(np.random.default_rng(4), n, steps, bucket=16)
+        got = _visit_order(np.random.default_rng(4), n, steps, bucket=16, work=Workspace())
+        np.testing.assert_array_equal(got, want)
+        assert got.shape == (max(n, steps),)
