@@ -404,3 +404,39 @@ def test_the_visiting_order_is_the_same_in_a_workspace():
         got = _visit_order(np.random.default_rng(4), n, steps, bucket=16, work=Workspace())
         np.testing.assert_array_equal(got, want)
         assert got.shape == (max(n, steps),)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_repacking_gathers_the_same_rows_as_packing_afresh(sparse):
+    """After chunks come and go, the packed rows equal a fresh solver's of the same chunks."""
+    chunks = {}
+    for cid in range(4):
+        X, Y, sw = _problem("logistic", n=30 + 7 * cid, sparse=sparse, seed=cid)
+        chunks[cid] = (X, Y, sw)
+    a = ChunkSolver(loss_code("logistic"), 1, 1.0, seed=3)
+    for cid in (0, 1, 2):
+        a.add_chunk(cid, *chunks[cid])
+    w = np.zeros((7, 1))
+    res = a.solve(w, round_id=0, inv_lam_n=0.5, sigma=1.0)
+    a.commit(0)
+    a.remove_chunks([1])                      # packed: one gather from the packed rows
+    a.add_chunk(3, *chunks[3], alpha=np.full((chunks[3][0].shape[0], 1), 0.25) * chunks[3][1])
+    a.solve(w + res.dw, round_id=1, inv_lam_n=0.5, sigma=1.0)   # packed with the new chunk
+    a.discard(1)
+    b = ChunkSolver(loss_code("logistic"), 1, 1.0, seed=3)
+    for cid in (0, 2, 3):
+        b.add_chunk(cid, *a.get_chunk(cid))
+    b._pack()
+    for got, want in zip(a._packed, b._packed):
+        if sp.issparse(got):
+            assert got.has_sorted_indices and want.has_sorted_indices
+            for attr in ("data", "indices", "indptr"):
+                np.testing.assert_array_equal(getattr(got, attr), getattr(want, attr))
+        else:
+            np.testing.assert_array_equal(got, want)
+    for cid in (0, 2, 3):
+        for got, want in zip(a.get_chunk(cid), (*chunks[cid], None)):
+            if want is not None:
+                got_d = got.toarray() if sp.issparse(got) else got
+                want_d = want.toarray() if sp.issparse(want) else want
+                np.testing.assert_array_equal(np.asarray(got_d).reshape(want_d.shape), want_d)
