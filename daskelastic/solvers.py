@@ -451,11 +451,12 @@ def dual_change(Y, sample_weight, alpha, dalpha, *, loss, dual=None, work=None):
         The sum over the entries with ``Δα ≠ 0``.
     """
     if loss != LOGISTIC or dual is None:
-        return float(_dual_change(Y, sample_weight, alpha, dalpha, loss))
+        none = np.empty((0, 0))
+        return float(_dual_change(Y, sample_weight, alpha, dalpha, loss, none, none, none, none))
     B = _array(work, "beta", alpha)
     _logistic_beta(Y, sample_weight, alpha, dalpha, B)
     log_b, log_1b = _logs(B, work)
-    return float(_logistic_change(Y, sample_weight, alpha, dalpha, dual, B, log_b, log_1b))
+    return float(_dual_change(Y, sample_weight, alpha, dalpha, loss, dual, B, log_b, log_1b))
 
 
 @njit(cache=True, nogil=True)
@@ -490,20 +491,6 @@ def _logistic_duals(Y, sw, A, B, log_b, log_1b, D, U):
             b = B[i, k]
             D[i, k] = _logistic_dual(Y[i, k], A[i, k], c, b, log_b[i, k], log_1b[i, k])
             U[i, k] = log_b[i, k] - log_1b[i, k] if 1e-12 < b < 1.0 - 1e-12 else np.nan
-
-
-@njit(cache=True, nogil=True)
-def _logistic_change(Y, sw, A, dA, D, B, log_b, log_1b):
-    """``Σ dual_value(A + dA) − D`` over the entries with ``dA ≠ 0`` (B: β of ``A + dA``)."""
-    total = 0.0
-    for i in range(Y.shape[0]):
-        c = sw[i]
-        for k in range(Y.shape[1]):
-            da = dA[i, k]
-            if da != 0.0:
-                total += _logistic_dual(Y[i, k], A[i, k] + da, c, B[i, k], log_b[i, k],
-                                        log_1b[i, k]) - D[i, k]
-    return total
 
 
 @njit(cache=True, nogil=True)
@@ -597,16 +584,26 @@ def logistic_gap_sums(Y, sample_weight, alpha, Z, D, sums, work=None):
 
 
 @njit(cache=True, nogil=True)
-def _dual_change(Y, sw, alpha, dalpha, loss):
-    """``Σ dual_value(α + Δα) − dual_value(α)`` over the entries with ``Δα ≠ 0``."""
+def _dual_change(Y, sw, alpha, dalpha, loss, D, B, log_b, log_1b):
+    """``Σ dual_value(α + Δα) − dual_value(α)`` over the entries with ``Δα ≠ 0``.
+
+    With ``D`` not empty (logistic loss), ``D`` holds ``dual_value(α)`` and
+    ``B``, ``log_b``, ``log_1b`` the β of ``α + Δα`` and its logs.
+    """
+    logs = D.shape[0] > 0
     total = 0.0
     for i in range(alpha.shape[0]):
         c = sw[i]
         for k in range(alpha.shape[1]):
             da = dalpha[i, k]
             if da != 0.0:
+                y = Y[i, k]
                 a = alpha[i, k]
-                total += dual_value(loss, Y[i, k], a + da, c) - dual_value(loss, Y[i, k], a, c)
+                if logs:
+                    total += _logistic_dual(y, a + da, c, B[i, k], log_b[i, k],
+                                            log_1b[i, k]) - D[i, k]
+                else:
+                    total += dual_value(loss, y, a + da, c) - dual_value(loss, y, a, c)
     return total
 
 

@@ -205,12 +205,15 @@ def test_every_policy_reaches_the_synchronous_optimum(table, client, policy):
     np.testing.assert_allclose(clf.coef_, ref.coef_, atol=5e-2)
 
 
-# the fit does not converge in 200 rounds with a worker 200x slower (gap ~3e-4
-# against tol 1e-4), and need not: the test is about the policy's choices
+# the fit does not converge with a worker 200x slower (gap ~3e-4 against tol
+# 1e-4 after 200 rounds), and need not: the test is about the policy's choices.
+# 80 rounds: dropping the slow worker's work every round, the fit nears the
+# point where its progress per round has faded, and there waiting for the
+# slow worker can measure faster (one CI run chose b = 0 at round 133 of 200)
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_history_records_the_policys_choices(table, client):
     X, y = table
-    clf = de.LinearSVC(C=0.5, tol=1e-4, max_iter=200, backend="dask",
+    clf = de.LinearSVC(C=0.5, tol=1e-4, max_iter=80, backend="dask",
                        straggler_policy=DynamicBackupPolicy(warmup=2, explore_every=None))
     with inject_stragglers(FixedSlowdown([1], factor=200.0)):
         clf.fit(X, y)
