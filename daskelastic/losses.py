@@ -146,9 +146,9 @@ def _logistic_step(y, a, c, z, q):
 def logistic_step_at(y, c, z, q, beta0, u0):
     """The logistic coordinate step from ``beta0 = a·y/c ∈ [0, 1]`` and its logit ``u0``.
 
-    ``u0`` is read only when ``1e-12 < beta0 < 1 - 1e-12``.  A kernel that has
-    the logs of ``beta0`` and ``1 - beta0`` (for the sample's gap term) passes
-    their difference and saves a log.
+    ``u0`` is read only when ``1e-12 < beta0 < 1 - 1e-12``.  The solver's
+    kernels pass the logits that ``daskelastic.solvers.logistic_start`` took
+    for a whole chunk at once; ``coordinate_step`` takes the log itself.
     """
     # In u = logit(b), b = a'·y/c ∈ (0, 1), the optimality condition is
     #   g(u) = hi - u - q·c·σ(u) = 0,   hi = -y·z + q·c·beta0,

@@ -1342,7 +1342,6 @@ def _fill_visits(buckets, bucket, n, out, pos):
     return pos
 
 
-
 def _specialise(func):
     """``{loss code: func compiled for that loss}``: kernels with the loss folded in.
 
