@@ -440,3 +440,107 @@ def test_repacking_gathers_the_same_rows_as_packing_afresh(sparse):
                 got_d = got.toarray() if sp.issparse(got) else got
                 want_d = want.toarray() if sp.issparse(want) else want
                 np.testing.assert_array_equal(np.asarray(got_d).reshape(want_d.shape), want_d)
+
+
+def _chunks_of(solver):
+    return {cid: tuple(np.asarray(a.toarray() if sp.issparse(a) else a).copy()
+                       for a in solver.get_chunk(cid)) for cid in solver.chunk_ids}
+
+
+def _assert_same_chunks(got, want):
+    assert sorted(got) == sorted(want)
+    for cid in want:
+        for g, w in zip(got[cid], want[cid]):
+            np.testing.assert_array_equal(g.reshape(w.shape), w)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_moving_rows_as_a_block_keeps_every_chunk_and_packs_as_chunk_by_chunk(sparse):
+    """take_rows/add_rows move chunks with their α; the packings are those of
+    moving the chunks one by one (remove_chunks/add_chunk)."""
+    loss = loss_code("logistic")
+
+    def two_solvers():
+        a = ChunkSolver(loss, 1, 1.0, seed=1)
+        b = ChunkSolver(loss, 1, 1.0, seed=2)
+        for cid in range(5):
+            dtype = np.float32 if cid < 3 else np.float64   # the block is float32, b float64
+            X, Y, sw = _problem("logistic", n=20 + 3 * cid, sparse=sparse, dtype=dtype,
+                                seed=cid)
+            (a if cid < 3 else b).add_chunk(cid, X, Y, sw)
+        for s in (a, b):
+            s.solve(np.zeros((7, 1)), round_id=0, inv_lam_n=0.3, sigma=1.0)
+            s.commit(0, gamma=0.5)
+        return a, b
+
+    a, b = two_solvers()
+    before = {**_chunks_of(a), **_chunks_of(b)}
+    total = a.weighted_alpha_sum(6) + b.weighted_alpha_sum(6)
+    block = a.take_rows([2, 0])
+    assert sorted(block.rows) == [0, 2] and block.X.shape[0] == 20 + 26
+    assert a.chunk_ids == [1]
+    b.add_rows(block)
+    assert b.chunk_ids == [0, 2, 3, 4] and b.n_rows == 20 + 26 + 29 + 32
+    _assert_same_chunks({**_chunks_of(a), **_chunks_of(b)}, before)     # block not packed
+    b.solve(np.zeros((7, 1)), round_id=1, inv_lam_n=0.3, sigma=1.0)
+    b.discard(1)
+    _assert_same_chunks({**_chunks_of(a), **_chunks_of(b)}, before)
+    np.testing.assert_allclose(a.weighted_alpha_sum(6) + b.weighted_alpha_sum(6), total,
+                               rtol=1e-12, atol=1e-12)
+    # the same moves chunk by chunk give bitwise the same packings
+    a1, b1 = two_solvers()
+    for cid, arrays in a1.remove_chunks([2, 0]).items():
+        b1.add_chunk(cid, *arrays)
+    b1._pack()
+    for s, s1 in ((a, a1), (b, b1)):
+        assert {c: list(r) for c, r in s._rows.items()} == \
+            {c: list(r) for c, r in s1._rows.items()}
+        for got, want in zip(s._packed, s1._packed):
+            if sp.issparse(got):
+                assert got.has_sorted_indices
+                for attr in ("data", "indices", "indptr"):
+                    np.testing.assert_array_equal(getattr(got, attr), getattr(want, attr))
+            else:
+                np.testing.assert_array_equal(got, want)
+
+
+def test_taking_every_row_hands_over_the_packed_arrays():
+    """A worker giving all its chunks away sends its packed arrays as they are."""
+    loss = loss_code("hinge")
+    a = ChunkSolver(loss, 1, 1.0)
+    for cid in range(3):
+        a.add_chunk(cid, *_problem("hinge", n=15, sparse=True, seed=cid))
+    a._pack()
+    packed = a._packed
+    block = a.take_rows([0, 1, 2])
+    assert all(x is y for x, y in zip(block[:4], packed))
+    assert a.chunk_ids == [] and a.n_rows == 0
+    # the chunks can move on from a block not packed yet
+    b, c = ChunkSolver(loss, 1, 1.0), ChunkSolver(loss, 1, 1.0)
+    b.add_rows(block)
+    want = _chunks_of(b)
+    c.add_rows(b.take_rows([1]))
+    assert b.chunk_ids == [0, 2] and c.chunk_ids == [1]
+    _assert_same_chunks({**_chunks_of(b), **_chunks_of(c)}, want)
+
+
+def test_block_moves_reject_bad_requests():
+    loss = loss_code("squared")
+    a = ChunkSolver(loss, 1, 1.0)
+    b = ChunkSolver(loss, 1, 1.0)
+    X, Y, sw = _problem("squared", n=12)
+    a.add_chunk(0, X, Y, sw)
+    b.add_chunk(0, X, Y, sw)
+    with pytest.raises(KeyError, match=r"\[5\] are not held"):
+        a.take_rows([5])
+    block = a.take_rows([0])
+    with pytest.raises(ValueError, match=r"\[0\] are already held"):
+        b.add_rows(block)
+    bad = block._replace(rows={7: np.arange(6)})        # half the rows belong to no chunk
+    with pytest.raises(ValueError, match="cover each of its rows once"):
+        b.add_rows(bad)
+    b.solve(np.zeros((7, 1)), round_id=0, inv_lam_n=1.0, sigma=1.0)
+    with pytest.raises(RuntimeError, match="pending"):
+        b.take_rows([0])
+    with pytest.raises(RuntimeError, match="pending"):
+        b.add_rows(block._replace(rows={7: np.arange(12)}))

@@ -187,15 +187,17 @@ def describe(fit_id):
 
 
 def take_chunks(fit_id, chunk_ids):
-    """Remove chunks from this worker's solver; return ``{id: (X, Y, sample_weight, α)}``."""
-    return _solver(fit_id).remove_chunks(list(chunk_ids))
+    """Remove chunks from this worker's solver; return their rows as a ``RowBlock``."""
+    return _solver(fit_id).take_rows(list(chunk_ids))
 
 
-def put_chunks(fit_id, problem, taken):
-    """Hold chunks moved from another worker, with their dual state; return rows held."""
+def put_chunks(fit_id, problem, block):
+    """Hold chunks moved from another worker (a ``RowBlock``) with their dual state.
+
+    Returns the rows held.
+    """
     solver = _solver(fit_id, problem)
-    for chunk_id, (X, Y, sw, alpha) in taken.items():
-        solver.add_chunk(chunk_id, X, Y, sw, alpha)
+    solver.add_rows(block)
     return solver.n_rows
 
 
@@ -517,7 +519,8 @@ class DaskBackend(Backend):
         """Move chunks, with their dual state, between workers.
 
         No round may be running (settle first).  The chunks moving from one
-        source to one destination go together: a task on the source takes
+        source to one destination go together, as one block of rows
+        (:class:`~daskelastic.solvers.RowBlock`): a task on the source takes
         them out of its solver and a task restricted to the destination,
         depending on the first, adds them.  A destination that was not a
         worker of the fit becomes one.  ``w`` is unchanged.

@@ -799,10 +799,13 @@ class SimulatedBackend(Backend):
         int
             Bytes of the chunk on the wire (values, targets, weights, ``α``).
         """
+        return self._move_together([chunk_id], source, destination)
+
+    def _move_together(self, chunk_ids, source, destination):
+        """Move chunks from one worker to another as one block, as the Dask backend does."""
         src, dst = self._workers[source].solver, self._workers[destination].solver
-        X, Y, sw, alpha = src.remove_chunk(chunk_id)
-        dst.add_chunk(chunk_id, X, Y, sw, alpha)
-        return self._chunk_bytes.get(chunk_id, 0)
+        dst.add_rows(src.take_rows(chunk_ids))
+        return sum(self._chunk_bytes.get(c, 0) for c in chunk_ids)
 
     def move_chunks(self, moves, *, why="move"):
         """Move chunks, with their ``α``, and advance the clock by the transfer.
@@ -826,8 +829,11 @@ class SimulatedBackend(Backend):
         if self._runs:
             raise RuntimeError("cannot move chunks while a round runs")
         sent, received = {}, {}
+        pairs = {}
         for cid, src, dst in moves:
-            n_bytes = self.move_chunk(cid, src, dst)
+            pairs.setdefault((src, dst), []).append(cid)
+        for (src, dst), cids in pairs.items():
+            n_bytes = self._move_together(cids, src, dst)
             sent[src] = sent.get(src, 0) + n_bytes
             received[dst] = received.get(dst, 0) + n_bytes
         touched = set(sent) | set(received)
