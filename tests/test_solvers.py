@@ -544,3 +544,20 @@ def test_block_moves_reject_bad_requests():
         b.take_rows([0])
     with pytest.raises(RuntimeError, match="pending"):
         b.add_rows(block._replace(rows={7: np.arange(12)}))
+
+
+def test_taking_chunks_added_since_the_last_round_packs_nothing():
+    """Chunks not packed yet leave as they are; the other rows are not packed for it."""
+    loss = loss_code("logistic")
+    a = ChunkSolver(loss, 1, 1.0)
+    chunks = {cid: _problem("logistic", n=10 + cid, sparse=True, seed=cid) for cid in range(3)}
+    for cid, arrays in chunks.items():
+        a.add_chunk(cid, *arrays)
+    block = a.take_rows([2, 0])
+    assert a._packed is None and a.chunk_ids == [1]
+    b = ChunkSolver(loss, 1, 1.0)
+    b.add_rows(block)
+    want = {cid: tuple(np.asarray(x.toarray() if sp.issparse(x) else x) for x in (*arrays,
+                       np.zeros((arrays[0].shape[0], 1))))
+            for cid, arrays in chunks.items() if cid != 1}
+    _assert_same_chunks(_chunks_of(b), want)
