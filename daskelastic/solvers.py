@@ -953,8 +953,9 @@ class ChunkSolver:
         -------
         tuple
             ``(X, Y, sample_weight, alpha)`` of the chunk's rows in their
-            original order, with the committed ``α``.  As with :meth:`get_chunk`, copies
-            for a packed chunk, the stored arrays for one not packed yet.
+            original order, with the committed ``α``.  As with :meth:`get_chunk`,
+            the arrays :meth:`add_chunk` stored for a chunk it added since the
+            last round, copies otherwise.
         """
         self._check_no_pending("remove a chunk")
         if chunk_id in self._unpacked:
@@ -962,7 +963,7 @@ class ChunkSolver:
         return self.remove_chunks([chunk_id])[chunk_id]
 
     def remove_chunks(self, chunk_ids):
-        """Release several chunks, keeping the other rows in their packed order.
+        """Release several chunks, repacking the rest once.
 
         Parameters
         ----------
@@ -975,9 +976,7 @@ class ChunkSolver:
             ``{chunk_id: (X, Y, sample_weight, alpha)}`` as :meth:`remove_chunk`
             returns them.
         """
-        self._check_no_pending("remove chunks")
-        chunk_ids = list(chunk_ids)
-        self._check_held(chunk_ids)
+        chunk_ids = self._removable(chunk_ids)
         out = {cid: self.get_chunk(cid) for cid in chunk_ids}
         self._drop(chunk_ids)
         return out
@@ -989,8 +988,10 @@ class ChunkSolver:
         sequential pass; a worker giving all its rows away (a scale-in) hands
         over its packed arrays without a copy.  Taking the chunks one by one,
         each chunk's rows in their own order, gathered the rows at random:
-        ~21 ms for half the flights table, against ~2 ms.  Chunks added since
-        the last round (not packed yet) go as they were added, stacked.
+        ~21 ms for half the flights table, against ~2 ms.  Chunks added with
+        :meth:`add_chunk` since the last round go as they were added, stacked;
+        a chunk that came in a block not packed yet is gathered from it (and
+        the worker's other rows are repacked, as when a packed chunk leaves).
 
         Parameters
         ----------
@@ -1006,12 +1007,14 @@ class ChunkSolver:
         ------
         KeyError
             When a chunk is not held.
+        ValueError
+            When ``chunk_ids`` is empty.
         RuntimeError
             When a round's work is pending.
         """
-        self._check_no_pending("remove chunks")
-        chunk_ids = list(chunk_ids)
-        self._check_held(chunk_ids)
+        chunk_ids = self._removable(chunk_ids)
+        if not chunk_ids:
+            raise ValueError("no chunks to take")
         in_blocks = {c for b in self._blocks for c in b.rows}
         if any(c in self._unpacked or c in in_blocks for c in chunk_ids):
             # some chunks were added since the last round: stacked as they are
@@ -1068,16 +1071,23 @@ class ChunkSolver:
         if again:
             raise ValueError(f"chunks {again} are already held")
         n = block.X.shape[0]
-        Y = np.asarray(block.Y, dtype=np.float64).reshape(n, -1)
-        alpha = np.asarray(block.alpha, dtype=np.float64).reshape(n, self.n_targets)
-        sw = np.asarray(block.sample_weight, dtype=np.float64).reshape(n)
-        rows = {c: np.asarray(r, dtype=np.int64) for c, r in block.rows.items()}
+        shape = (n, self.n_targets)
+        Y, alpha = (np.asarray(a, dtype=np.float64) for a in (block.Y, block.alpha))
+        sw = np.asarray(block.sample_weight, dtype=np.float64)
+        if Y.size != n * self.n_targets or alpha.size != n * self.n_targets or sw.size != n \
+                or Y.shape[0] != n or alpha.shape[0] != n:
+            raise ValueError(f"the block's targets, dual state and weights must have "
+                             f"{n} rows and {self.n_targets} columns")
+        rows = {c: np.asarray(r, dtype=np.int64).reshape(-1) for c, r in block.rows.items()}
         covered = np.zeros(n, dtype=np.int64)
         for r in rows.values():
+            if r.size and (r.min() < 0 or r.max() >= n):
+                raise ValueError(f"the block's row positions must be in [0, {n})")
             np.add.at(covered, r, 1)
-        if Y.shape[0] != n or not np.all(covered == 1):
+        if not np.all(covered == 1):
             raise ValueError("the block's row positions must cover each of its rows once")
-        self._blocks.append(RowBlock(block.X, Y, sw, alpha, rows))
+        self._blocks.append(RowBlock(block.X, Y.reshape(shape), sw.reshape(n),
+                                     alpha.reshape(shape), rows))
 
     def get_chunk(self, chunk_id):
         """The data and committed dual state of a chunk held.
@@ -1091,9 +1101,9 @@ class ChunkSolver:
         -------
         tuple
             ``(X, Y, sample_weight, alpha)`` of the chunk's rows in their
-            original order, with the committed ``α``.  Copies when the chunk is packed
-            (a round ran since it was added); for a chunk not packed yet, the
-            arrays stored by :meth:`add_chunk`.
+            original order, with the committed ``α``.  The arrays
+            :meth:`add_chunk` stored for a chunk it added since the last
+            round; copies otherwise.
         """
         if chunk_id in self._unpacked:
             return self._unpacked[chunk_id]
@@ -1130,10 +1140,14 @@ class ChunkSolver:
     def _held(self):
         return {*self._rows, *self._unpacked, *(c for b in self._blocks for c in b.rows)}
 
-    def _check_held(self, chunk_ids):
+    def _removable(self, chunk_ids):
+        """``chunk_ids`` as a list, once no round is pending and each is held."""
+        self._check_no_pending("remove chunks")
+        chunk_ids = list(dict.fromkeys(chunk_ids))    # each once, in order
         missing = sorted(set(chunk_ids) - self._held())
         if missing:
             raise KeyError(f"chunks {missing} are not held")
+        return chunk_ids
 
     def _check_no_pending(self, what):
         if self.pending is not None:
@@ -1177,6 +1191,8 @@ class ChunkSolver:
             sources.append(self._packed)
             offset = self._packed[0].shape[0]
         for block in self._blocks:
+            if all(c in drop for c in block.rows):
+                continue    # given away before it was packed: not a source
             for c, r in block.rows.items():
                 starts[c] = r + offset
             sources.append(block)

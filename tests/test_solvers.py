@@ -561,3 +561,49 @@ def test_taking_chunks_added_since_the_last_round_packs_nothing():
                        np.zeros((arrays[0].shape[0], 1))))
             for cid, arrays in chunks.items() if cid != 1}
     _assert_same_chunks(_chunks_of(b), want)
+
+
+def test_a_block_given_back_before_packing_leaves_the_workers_packing_as_it_was():
+    """A block that leaves again unpacked does not set the worker's matrix type."""
+    loss = loss_code("hinge")
+    a = ChunkSolver(loss, 1, 1.0)
+    b = ChunkSolver(loss, 1, 1.0)
+    a.add_chunk(0, *_problem("hinge", n=12, sparse=True, seed=0))
+    b.add_chunk(3, *_problem("hinge", n=9, dtype=np.float32, seed=3))
+    a._pack()
+    b._pack()
+    b.add_rows(a.take_rows([0]))
+    a.add_rows(b.take_rows([0]))          # back before b packed it
+    b._pack()
+    assert isinstance(b._packed[0], np.ndarray) and b._packed[0].dtype == np.float32
+    assert b.chunk_ids == [3] and a.chunk_ids == [0]
+
+
+def test_block_moves_of_several_targets_and_repeated_ids():
+    loss = loss_code("logistic")
+    a = ChunkSolver(loss, 2, 1.0)
+    b = ChunkSolver(loss, 2, 1.0)
+    for cid in range(3):
+        a.add_chunk(cid, *_problem("logistic", n=11 + cid, m=2, seed=cid))
+    a.solve(np.zeros((7, 2)), round_id=0, inv_lam_n=0.5, sigma=1.0)
+    a.commit(0, gamma=1.0)
+    before = _chunks_of(a)
+    b.add_rows(a.take_rows([1, 1, 2]))     # an id twice moves the chunk once
+    assert a.chunk_ids == [0] and b.chunk_ids == [1, 2]
+    _assert_same_chunks({**_chunks_of(a), **_chunks_of(b)}, before)
+    with pytest.raises(ValueError, match="no chunks to take"):
+        a.take_rows([])
+
+
+@pytest.mark.parametrize("rows", [{7: np.array([0, 1, 2, -1])}, {7: np.array([0, 1, 2, 4])}],
+                         ids=["negative", "beyond"])
+def test_add_rows_rejects_positions_outside_the_block(rows):
+    from daskelastic.solvers import RowBlock
+    X, Y, sw = _problem("squared", n=4)
+    solver = ChunkSolver(loss_code("squared"), 1, 1.0)
+    with pytest.raises(ValueError, match=r"must be in \[0, 4\)"):
+        solver.add_rows(RowBlock(X, Y, sw, np.zeros((4, 1)), rows))
+    with pytest.raises(ValueError, match="4 rows and 1 columns"):
+        solver.add_rows(RowBlock(X, np.zeros((4, 2)), sw, np.zeros((4, 1)),
+                                 {7: np.arange(4)}))
+    assert solver.chunk_ids == []
