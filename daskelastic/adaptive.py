@@ -154,14 +154,54 @@ def elastic_state(client):
     return client.sync(client.scheduler.daskelastic_state)
 
 
-def retire_released(client, workers):
+def _actor_holders(workers, keys, dask_scheduler=None):
+    """Those of ``workers`` on which the scheduler still places one of the actors ``keys``."""
+    keys = set(keys)
+    return [a for a in workers if a in dask_scheduler.workers
+            and any(ts.key in keys for ts in dask_scheduler.workers[a].actors)]
+
+
+def retire_released(client, workers, actor_keys=(), timeout=10.0):
     """Retire ``workers`` through the scheduler (data they hold alone is copied first).
 
     Used when there is no ``Cluster`` object to scale down (a client of a bare
     scheduler) or when the fit started its cluster itself.
+
+    The scheduler refuses to retire a worker that holds an actor ("Tried
+    retiring worker ..., but it holds actor(s)").  A fit cancels its actors
+    on the workers it lets go just before, but the cancellation travels on
+    the client's batched stream and the retirement on a comm of its own, so
+    the retirement can arrive first.  With the cancelled actors' keys this
+    waits (polling the scheduler, at most ``timeout`` seconds) until the
+    scheduler no longer places any of them on ``workers``, then retires.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A client of the cluster.
+    workers : iterable of str
+        Addresses of the workers to retire.
+    actor_keys : iterable, optional
+        Keys of actors on ``workers`` whose cancellation was sent.
+    timeout : float
+        Seconds to wait for the scheduler to release those actors; a worker
+        still holding one then is not retired (the scheduler logs why).
+
+    Returns
+    -------
+    list of str
+        The addresses the scheduler retired.
     """
-    if workers:
-        client.retire_workers(workers=list(workers), close_workers=True)
+    workers = list(workers)
+    if not workers:
+        return []
+    keys = list(actor_keys)
+    if keys:
+        deadline = time.monotonic() + timeout
+        while client.run_on_scheduler(_actor_holders, workers, keys) and \
+                time.monotonic() < deadline:
+            time.sleep(0.005)
+    return list(client.retire_workers(workers=workers, close_workers=True))
 
 
 class ElasticAdaptive(Adaptive):

@@ -7,10 +7,12 @@ checks the invariants at every round boundary:
 2. every chunk lives on exactly one live worker.
 """
 
+import collections
 import logging
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import dask
 import dask.array as da
@@ -19,7 +21,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 import daskelastic as de
-from daskelastic.adaptive import elastic_state
+from daskelastic.adaptive import _actor_holders, elastic_state, retire_released
 from daskelastic.backends.dask import DaskBackend, scheduler_workers
 from daskelastic.driver import Problem, run_cocoa
 from daskelastic.losses import loss_code
@@ -387,3 +389,23 @@ def test_the_core_share_is_the_median_of_the_measured_workers():
     # too short to tell, or not measured (the simulated cluster): no share
     assert _core_share({"a": result(0.001, 0.0005), "b": result(0.1, None)}) is None
     assert _core_share({}) is None
+
+
+def test_retire_released_waits_for_the_scheduler_to_let_go_of_the_actors():
+    """The scheduler refuses to retire a worker holding an actor; a fit cancels its
+    actors on the workers it lets go, but the cancellation can arrive after the
+    retirement: ``retire_released`` waits for the cancelled actors' release."""
+    with _cluster(2) as cluster, Client(cluster) as client:
+        a, b = sorted(_live(client))
+        actor = client.submit(collections.Counter, actor=True, workers=[a], pure=False)
+        actor.result()
+        assert client.run_on_scheduler(_actor_holders, [a, b], [actor.key]) == [a]
+        assert retire_released(client, [a]) == []       # refused: it holds the actor
+        assert a in _live(client)
+        with ThreadPoolExecutor(1) as pool:
+            retired = pool.submit(retire_released, client, [a], [actor.key])
+            time.sleep(0.5)
+            assert not retired.done()                   # waiting for the actor's release
+            client.cancel([actor], force=True)
+            assert retired.result(timeout=20) == [a]
+        assert _wait_for(lambda: _live(client) == {b})

@@ -581,11 +581,14 @@ class DaskBackend(Backend):
     def release(self, workers, retire=False, target=None):
         """Stop using ``workers`` (holding no chunks); optionally retire them.
 
-        Their actors and solver state are dropped.  With ``retire`` they are
-        retired through the scheduler, in the background (the fit goes on;
-        :meth:`close` waits for it); otherwise they are published as
-        released, for an :class:`~daskelastic.ElasticAdaptive` to close or
-        for the cluster to reuse.
+        Their actors are cancelled.  With ``retire`` they are retired through
+        the scheduler, in the background (the fit goes on; :meth:`close`
+        waits for it), once the scheduler has let go of those actors
+        (:func:`~daskelastic.adaptive.retire_released`); their solver state
+        goes with them.  Otherwise their solver state is dropped at once and
+        they are published as released, for an
+        :class:`~daskelastic.ElasticAdaptive` to close or for the cluster to
+        reuse.
 
         Parameters
         ----------
@@ -606,11 +609,14 @@ class DaskBackend(Backend):
         held = [w for w in workers if self.placement.get(w)]
         if held:
             raise RuntimeError(f"workers {held} still hold chunks: move them first")
-        self._drop_actors(workers)
-        futs = [self.client.submit(drop_fit, self.fit_id, workers=[a],
-                                   allow_other_workers=False, pure=False)
-                for a in workers]
-        self.client.gather(futs)
+        actor_keys = self._drop_actors(workers)
+        if not retire:
+            # free their memory for other work; a retired worker's goes with
+            # it (and close() drops the fit everywhere, retired or not)
+            futs = [self.client.submit(drop_fit, self.fit_id, workers=[a],
+                                       allow_other_workers=False, pure=False)
+                    for a in workers]
+            self.client.gather(futs)
         for w in workers:
             if w in self._workers:
                 self._workers.remove(w)
@@ -623,7 +629,7 @@ class DaskBackend(Backend):
             if self._retire_pool is None:
                 self._retire_pool = ThreadPoolExecutor(1, thread_name_prefix="daskelastic-retire")
             self._retiring.append(self._retire_pool.submit(
-                adaptive.retire_released, self.client, workers))
+                adaptive.retire_released, self.client, workers, actor_keys))
 
     def wait_retired(self, timeout=60.0):
         """Wait for the retirements :meth:`release` started in the background.
@@ -649,11 +655,15 @@ class DaskBackend(Backend):
             self._retire_pool = None
 
     def _drop_actors(self, workers):
+        """Cancel the actors on ``workers``; returns the keys of those cancelled."""
+        keys = []
         for w in workers:
             self._actors.pop(w, None)
             fut = self._actor_futures.pop(w, None)
             if fut is not None:
+                keys.append(fut.key)
                 self.client.cancel([fut], force=True)
+        return keys
 
     def recover(self, lost, *, discard_round=None, settlements=None, speeds=None):
         """Carry on without the ``lost`` workers.
