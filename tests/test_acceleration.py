@@ -7,7 +7,13 @@ import pytest
 
 import daskelastic as de
 from daskelastic import driver
-from daskelastic.driver import _HINGE_SLOW_INNER_ROUNDS, _SLOW_INNER_ROUNDS, _next_kappa
+from daskelastic.driver import (
+    _HINGE_SLOW_INNER_ROUNDS,
+    _HINGE_STALL_OUTERS,
+    _HINGE_STALL_RATIO,
+    _SLOW_INNER_ROUNDS,
+    _next_kappa,
+)
 from daskelastic.losses import LOSSES
 
 
@@ -39,6 +45,34 @@ def test_the_hinges_kappa_only_falls_and_the_fit_converges(flights_small):
                          acceleration=0.25).fit(X, y)
     p, p_fixed = est.history_[-1]["primal"], fixed.history_[-1]["primal"]
     assert abs(p - p_fixed) <= 2e-3 * p_fixed
+
+
+def test_the_hinges_kappa_halves_when_the_outer_steps_stall(monkeypatch):
+    """20,000 flights, C = 1, 2 workers: the proximal problems end in two to four
+    rounds, so ``_next_kappa`` keeps κ while the gap creeps; the stall rule halves
+    it (145 rounds to 1e-4 instead of 170)."""
+    from daskelastic.datasets import load_flights
+
+    X, y, _ = load_flights(20000)
+    common = dict(loss="hinge", C=1.0, fit_intercept=False, tol=1e-4, max_iter=1000,
+                  backend="inprocess", n_workers=2, random_state=0)
+    h = de.LinearSVC(**common).fit(X, y).history_
+    outer = [e["outer"] for e in h]
+    steps = [i for i in range(len(h) - 1) if outer[i + 1] > outer[i]]  # rounds ending one
+    gaps = [h[i]["duality_gap"] for i in steps]
+    stalls = []
+    for j, i in enumerate(steps):
+        inner = i - (steps[j - 1] if j else -1)
+        if h[i + 1]["kappa"] == 0.5 * h[i]["kappa"] and 1 < inner < _HINGE_SLOW_INNER_ROUNDS:
+            stalls.append(j)         # halved, and not by _next_kappa
+    assert stalls
+    for j in stalls:
+        assert j >= _HINGE_STALL_OUTERS
+        assert gaps[j] > _HINGE_STALL_RATIO * gaps[j - _HINGE_STALL_OUTERS]
+    monkeypatch.setattr(driver, "_HINGE_STALL_OUTERS", 10**9)
+    without = de.LinearSVC(**common).fit(X, y).history_
+    assert len(h) < len(without) and h[-1]["duality_gap"] <= 1e-4
+    assert h[-1]["primal"] == pytest.approx(without[-1]["primal"], rel=2e-4)
 
 
 def test_logistic_starts_plain_and_accelerates_when_the_rounds_slow(flights_small):
