@@ -755,8 +755,13 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 y = w if w_outer_prev is None else w + beta * (w - w_outer_prev)
                 w_outer_prev, p_outer_prev = w, objective.primal
                 if adaptive:
+                    kappa_before = kappa
                     kappa = _next_kappa(kappa, inner_rounds, problem.loss)
                     if problem.loss == HINGE:
+                        # the stall is measured under one κ, and κ changes
+                        # by one rule at a time
+                        if kappa != kappa_before:
+                            outer_gaps.clear()
                         outer_gaps.append(objective.relative_gap)
                         if _outer_stalled(outer_gaps):
                             kappa *= 0.5
@@ -860,7 +865,7 @@ def _outer_stalled(gaps):
     """Whether the hinge's outer steps stalled (then ``acceleration="auto"`` halves κ).
 
     ``gaps`` are the certified relative gaps at the outer steps since κ last
-    changed by this rule; stalled means the last fell by less than
+    changed (by either rule); stalled means the last fell by less than
     ``_HINGE_STALL_RATIO`` against the one ``_HINGE_STALL_OUTERS`` steps before.
 
     Examples

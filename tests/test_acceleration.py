@@ -69,6 +69,12 @@ def test_the_hinges_kappa_halves_when_the_outer_steps_stall(monkeypatch):
     for j in stalls:
         assert j >= _HINGE_STALL_OUTERS
         assert gaps[j] > _HINGE_STALL_RATIO * gaps[j - _HINGE_STALL_OUTERS]
+    # the window starts afresh after each halving: stalls are 13+ outer steps apart
+    assert all(b - a > _HINGE_STALL_OUTERS for a, b in zip(stalls, stalls[1:]))
+    # one rule at a time: κ changes only by halves, never quartered in one step
+    kappa = np.array([e["kappa"] for e in h])
+    changed = kappa[1:] != kappa[:-1]
+    assert np.all(kappa[1:][changed] == 0.5 * kappa[:-1][changed])
     monkeypatch.setattr(driver, "_HINGE_STALL_OUTERS", 10**9)
     without = de.LinearSVC(**common).fit(X, y).history_
     assert len(h) < len(without) and h[-1]["duality_gap"] <= 1e-4

@@ -395,11 +395,11 @@ def test_retire_released_waits_for_the_scheduler_to_let_go_of_the_actors():
     """The scheduler refuses to retire a worker holding an actor; a fit cancels its
     actors on the workers it lets go, but the cancellation can arrive after the
     retirement: ``retire_released`` waits for the cancelled actors' release."""
-    with _cluster(2) as cluster, Client(cluster) as client:
-        a, b = sorted(_live(client))
+    with _cluster(3) as cluster, Client(cluster) as client:
+        a, b, c = sorted(_live(client))
         actor = client.submit(collections.Counter, actor=True, workers=[a], pure=False)
         actor.result()
-        assert client.run_on_scheduler(_actor_holders, [a, b], [actor.key]) == [a]
+        assert client.run_on_scheduler(_actor_holders, [a, b, c], [actor.key]) == [a]
         assert retire_released(client, [a]) == []       # refused: it holds the actor
         assert a in _live(client)
         with ThreadPoolExecutor(1) as pool:
@@ -408,4 +408,25 @@ def test_retire_released_waits_for_the_scheduler_to_let_go_of_the_actors():
             assert not retired.done()                   # waiting for the actor's release
             client.cancel([actor], force=True)
             assert retired.result(timeout=20) == [a]
-        assert _wait_for(lambda: _live(client) == {b})
+        assert _wait_for(lambda: _live(client) == {b, c})
+        # what a scale-in does: cancel, then retire at once
+        actor = client.submit(collections.Counter, actor=True, workers=[b], pure=False)
+        actor.result()
+        client.cancel([actor], force=True)
+        assert retire_released(client, [b], [actor.key]) == [b]
+        assert _wait_for(lambda: _live(client) == {c})
+
+
+def test_a_released_worker_the_scheduler_keeps_gives_a_warning():
+    """Another client's actor on a released worker: the scheduler refuses to retire
+    it, the worker keeps running, and the fit says so instead of passing over it."""
+    with _cluster(2) as cluster, Client(cluster) as client:
+        a, b = sorted(_live(client))
+        other = client.submit(collections.Counter, actor=True, workers=[a], pure=False)
+        other.result()
+        problem = Problem(loss_code("logistic"), lambda_from_C(1.0, 100), 100, 3, 1, 1.0)
+        backend = DaskBackend(client, problem)
+        backend.release([a], retire=True)
+        with pytest.warns(RuntimeWarning, match=r"did not retire released workers \['"):
+            backend.wait_retired()
+        assert _live(client) == {a, b}

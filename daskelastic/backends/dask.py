@@ -628,15 +628,17 @@ class DaskBackend(Backend):
             # that the next rounds (on other workers) need not wait for
             if self._retire_pool is None:
                 self._retire_pool = ThreadPoolExecutor(1, thread_name_prefix="daskelastic-retire")
-            self._retiring.append(self._retire_pool.submit(
-                adaptive.retire_released, self.client, workers, actor_keys))
+            self._retiring.append((workers, self._retire_pool.submit(
+                adaptive.retire_released, self.client, workers, actor_keys)))
 
     def wait_retired(self, timeout=60.0):
         """Wait for the retirements :meth:`release` started in the background.
 
-        A retirement that fails or does not end within ``timeout`` seconds
-        leaves its workers running: a warning says so, the fit is not
-        affected.
+        A retirement that fails, that the scheduler refuses (a worker still
+        holding an actor, of this fit after
+        :func:`~daskelastic.adaptive.retire_released` waited in vain, or of
+        other work) or that does not end within ``timeout`` seconds leaves
+        its workers running: a warning says so, the fit is not affected.
 
         Parameters
         ----------
@@ -644,11 +646,18 @@ class DaskBackend(Backend):
             Seconds to wait for each retirement.
         """
         retiring, self._retiring = self._retiring, []
-        for fut in retiring:
+        for workers, fut in retiring:
             try:
-                fut.result(timeout=timeout)
+                retired = fut.result(timeout=timeout)
             except Exception as e:  # noqa: BLE001 - the workers keep running, that is all
                 warnings.warn(f"retiring released workers failed ({type(e).__name__}: {e}); "
+                              "they keep running", RuntimeWarning, stacklevel=2)
+                continue
+            refused = sorted(set(workers) - set(retired))
+            if refused:
+                refused = sorted(set(refused) & set(scheduler_workers(self.client)))
+            if refused:
+                warnings.warn(f"the scheduler did not retire released workers {refused}; "
                               "they keep running", RuntimeWarning, stacklevel=2)
         if self._retire_pool is not None:
             self._retire_pool.shutdown(wait=False, cancel_futures=True)
