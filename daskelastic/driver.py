@@ -403,18 +403,23 @@ _SLOW_INNER_ROUNDS = 10
 #: For the hinge, κ halves instead when a proximal problem took at least this
 #: many rounds: there a larger κ cost rounds (measured, see ``_next_kappa``).
 _HINGE_SLOW_INNER_ROUNDS = 5
-#: For the hinge, κ also halves when the certified relative gap fell by less
-#: than ``_HINGE_STALL_RATIO`` over the last ``_HINGE_STALL_OUTERS`` outer
-#: steps.  On the full flights table the proximal problems ended in about two
-#: rounds each, so the rule above never fired, while the gap crept from 9.5e-4
-#: to 2e-4 over 280 rounds at κ = 1.2e-3 (2 workers, C = 1; 345 rounds to 1e-4,
-#: 55 without acceleration).  With it, 137-168 rounds (3 seeds, 2 and 4
-#: workers, against 227-345).  On flights (60,000 rows) and diamonds, C in
-#: {0.1, 1, 10}, 2 and 4 workers, 3 seeds: 12 fits fewer rounds, 2 more
-#: (350 -> 379 and 146 -> 147).  Over 8 outer steps it cost diamonds at
-#: C >= 1 up to 1.9x.
+#: For the hinge, κ is also multiplied by ``_HINGE_STALL_FACTOR`` when the
+#: certified relative gap fell by less than ``_HINGE_STALL_RATIO`` over the
+#: last ``_HINGE_STALL_OUTERS`` outer steps at one κ.  On the full flights
+#: table the proximal problems ended in about two rounds each, so the rule
+#: above never fired, while the gap crept from 9.5e-4 to 2e-4 over 280 rounds
+#: at κ = 1.2e-3 (2 workers, C = 1; 345 rounds to 1e-4, 55 without
+#: acceleration).  Measured in-process, rounds to 1e-4 (see the docs'
+#: *Algorithms* page): full flights C = 1, 2 and 4 workers, 3 seeds: 227-345
+#: without the rule, 137-168 halving κ, 101-147 dividing it by ten; C = 10:
+#: 311/346, 204/310, 136/211.  Flights (60,000 rows) and diamonds, C in
+#: {0.1, 1, 10}, 2 and 4 workers, 3 seeds (36 fits): dividing by ten needed
+#: fewer rounds than without the rule in 6, more in 2 (C = 10: 146 -> 174,
+#: 383 -> 385), the same in 28.  Over 8 outer steps (halving) it cost diamonds
+#: at C >= 1 up to 1.9x.
 _HINGE_STALL_OUTERS = 12
 _HINGE_STALL_RATIO = 0.8
+_HINGE_STALL_FACTOR = 0.1
 #: With ``acceleration="auto"``, logistic regression starts without
 #: acceleration and switches it on once the relative gap fell by less than
 #: ``_PLAIN_RATIO`` over the last ``_PLAIN_WINDOW`` rounds (see ``run_cocoa``).
@@ -483,8 +488,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         one worker SDCA alone is fast), starting from
         ``κ = 0.25 · sqrt(λ · mean ‖x_i‖²)`` and adapting it: doubled when a
         proximal problem needs ten rounds or more (for the hinge: halved
-        when it needs five or more, or when the gap fell by less than 0.8×
-        over twelve outer steps), halved when it needs one;
+        when it needs five or more, and divided by ten when the gap fell by
+        less than 0.8× over twelve outer steps), halved when it needs one;
         for classification, switched off when a scale-in leaves one worker.
         Logistic regression starts unaccelerated and switches Catalyst on,
         centred at the current iterate, once the gap fell by less than
@@ -764,7 +769,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                             outer_gaps.clear()
                         outer_gaps.append(objective.relative_gap)
                         if _outer_stalled(outer_gaps):
-                            kappa *= 0.5
+                            kappa *= _HINGE_STALL_FACTOR
                             outer_gaps.clear()
                 v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa, y)
                 inner_start, inner_rounds = None, 0
@@ -862,7 +867,7 @@ def _next_kappa(kappa, inner_rounds, loss):
 
 
 def _outer_stalled(gaps):
-    """Whether the hinge's outer steps stalled (then ``acceleration="auto"`` halves κ).
+    """Whether the hinge's outer steps stalled (then ``acceleration="auto"`` lowers κ tenfold).
 
     ``gaps`` are the certified relative gaps at the outer steps since κ last
     changed (by either rule); stalled means the last fell by less than
