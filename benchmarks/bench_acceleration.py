@@ -21,13 +21,14 @@ each table, loss, ``C`` and K, the rounds to a certified relative duality gap of
 Tables: the first 60,000 flights (one-hot CSR, 3,736 columns), Fertility (dense,
 7 columns), diamonds (dense, 26 columns; the class is "price above the
 median").  Losses: logistic, squared hinge, hinge; ``C`` ∈ {0.1, 1, 10};
-K ∈ {2, 4}; seed 0.  The summary is the geometric mean of the rounds (a fit
+K ∈ {2, 4}; seed 0 (``--seed``).  The summary is the geometric mean of the rounds (a fit
 that did not converge counts as ``--max-iter`` + 1).
 
 Reproduce::
 
     git worktree add /tmp/base <commit>           # optional: the older rule
     python benchmarks/bench_acceleration.py --base /tmp/base    # ~6 minutes
+    python benchmarks/bench_acceleration.py --base /tmp/base --seed 1 --losses hinge
 
 Outputs ``results/bench_acceleration.{json,csv,txt,png}``.
 """
@@ -64,11 +65,11 @@ def load(name):
     return X, y
 
 
-def grid():
-    return list(itertools.product(TABLES, LOSSES, CS, WORKERS))
+def grid(losses=LOSSES):
+    return list(itertools.product(TABLES, losses, CS, WORKERS))
 
 
-def run_grid(configs, tol, max_iter):
+def run_grid(configs, tol, max_iter, seed=0, losses=LOSSES):
     """``{config: [rounds per grid cell]}`` with the daskelastic on ``sys.path``."""
     from sklearn.exceptions import ConvergenceWarning
 
@@ -76,13 +77,13 @@ def run_grid(configs, tol, max_iter):
 
     out = {c: [] for c in configs}
     tables = {}
-    for table, loss, C, K in grid():
+    for table, loss, C, K in grid(losses):
         if table not in tables:
             tables[table] = load(table)
         X, y = tables[table]
         for c in configs:
             kw = dict(C=C, fit_intercept=False, tol=tol, max_iter=max_iter,
-                      backend="inprocess", n_workers=K, random_state=0,
+                      backend="inprocess", n_workers=K, random_state=seed,
                       acceleration=CONFIGS[c if c in CONFIGS else "auto"],
                       sigma=float(K) if c == "auto σ′=K" else None)
             est = LogisticRegression(**kw) if loss == "logistic" else LinearSVC(loss=loss, **kw)
@@ -95,9 +96,10 @@ def run_grid(configs, tol, max_iter):
     return out
 
 
-def run_base(path, tol, max_iter):
+def run_base(path, tol, max_iter, seed, losses):
     """``run_grid(["base"])`` in a subprocess importing daskelastic from ``path``."""
-    out = cm.run_in_checkout(__file__, path, ["--tol", tol, "--max-iter", max_iter],
+    out = cm.run_in_checkout(__file__, path, ["--tol", tol, "--max-iter", max_iter,
+                                              "--seed", seed, "--losses", *losses],
                              env={"PYTHONHASHSEED": "0"})
     return out["base"], out["imported"]
 
@@ -113,8 +115,9 @@ def plot(results, path, title):
     import matplotlib.pyplot as plt
 
     configs = results["configs"]
-    fig, axes = plt.subplots(1, len(LOSSES), figsize=(4.5 * len(LOSSES), 3.6), squeeze=False)
-    for ax, loss in zip(axes[0], LOSSES):
+    losses = results["losses"]
+    fig, axes = plt.subplots(1, len(losses), figsize=(4.5 * len(losses), 3.6), squeeze=False)
+    for ax, loss in zip(axes[0], losses):
         cells = [i for i, g in enumerate(results["grid"]) if g[1] == loss]
         x = np.arange(len(cells))
         width = 0.8 / len(configs)
@@ -136,12 +139,14 @@ def main(argv=None):
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--max-iter", type=int, default=600)
     ap.add_argument("--base", help="another checkout whose default 'auto' to run as 'base'")
+    ap.add_argument("--seed", type=int, default=0, help="random_state of every fit")
+    ap.add_argument("--losses", nargs="+", choices=LOSSES, default=LOSSES)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         import daskelastic
 
-        out = run_grid(["base"], args.tol, args.max_iter)
+        out = run_grid(["base"], args.tol, args.max_iter, args.seed, args.losses)
         out["imported"] = daskelastic.__file__
         print(json.dumps(out))
         return
@@ -151,15 +156,16 @@ def main(argv=None):
     log(f"bench_acceleration  {env['time']}  cpus={env['cpus']}  "
         f"daskelastic sources {env['daskelastic_code']['sha1']}")
     log(f"in-process, rounds to a relative gap of {args.tol:g} (> {args.max_iter}: not "
-        f"reached), seed 0")
-    rounds = run_grid(list(CONFIGS), args.tol, args.max_iter)
+        f"reached), seed {args.seed}")
+    rounds = run_grid(list(CONFIGS), args.tol, args.max_iter, args.seed, args.losses)
     configs = list(CONFIGS)
     if args.base:
-        rounds["base"], imported = run_base(args.base, args.tol, args.max_iter)
+        rounds["base"], imported = run_base(args.base, args.tol, args.max_iter, args.seed,
+                                            args.losses)
         log(f"base: daskelastic imported from {imported}")
         configs = ["base"] + configs
     rows, csv_rows = [], []
-    for i, (table, loss, C, K) in enumerate(grid()):
+    for i, (table, loss, C, K) in enumerate(grid(args.losses)):
         cells = [rounds[c][i] for c in configs]
         rows.append([table, loss, f"{C:g}", str(K)] +
                     [str(r) if r <= args.max_iter else f"> {args.max_iter}" for r in cells])
@@ -168,8 +174,8 @@ def main(argv=None):
     log(cm.table(rows, ["table", "loss", "C", "K"] + configs))
     log("\ngeometric mean of the rounds, by loss (not reached counts as max-iter + 1):")
     summary = []
-    for loss in LOSSES + ["all"]:
-        idx = [i for i, g in enumerate(grid()) if loss in ("all", g[1])]
+    for loss in args.losses + ["all"]:
+        idx = [i for i, g in enumerate(grid(args.losses)) if loss in ("all", g[1])]
         summary.append([loss] + [f"{geomean([rounds[c][i] for i in idx]):.1f}"
                                  for c in configs])
         if "base" in rounds:
@@ -178,9 +184,13 @@ def main(argv=None):
             summary[-1].append(f"{fewer} fewer, {more} more")
     log(cm.table(summary, ["loss"] + configs + (["auto vs base"] if args.base else [])))
     results = {"environment": env, "tol": args.tol, "max_iter": args.max_iter,
-               "configs": configs, "grid": grid(), "rounds": rounds}
-    cm.write_results("bench_acceleration", results, csv_rows, log, plot,
-                     f"rounds to {args.tol:g}, in-process")
+               "seed": args.seed, "losses": args.losses, "configs": configs,
+               "grid": grid(args.losses), "rounds": rounds}
+    name = "bench_acceleration"      # other seeds or losses beside the default run's
+    if args.seed != 0 or args.losses != LOSSES:
+        name += f"_seed{args.seed}_" + "_".join(args.losses)
+    cm.write_results(name, results, csv_rows, log, plot,
+                     f"rounds to {args.tol:g}, in-process, seed {args.seed}")
 
 
 if __name__ == "__main__":

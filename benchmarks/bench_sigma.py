@@ -20,6 +20,7 @@ Reproduce::
 
     python benchmarks/bench_sigma.py              # ~3 minutes on 2 cores
     python benchmarks/bench_sigma.py --rows 60000
+    python benchmarks/bench_sigma.py --seed 1 --losses hinge
 
 Outputs ``results/bench_sigma.{json,csv,txt,png}``.
 """
@@ -47,12 +48,12 @@ def estimator(loss, **params):
     return LinearSVC(C=1.0, loss=loss, **params)
 
 
-def fit(X, y, loss, K, sigma, tol, max_iter):
+def fit(X, y, loss, K, sigma, tol, max_iter, seed=0):
     """Rounds, seconds, final gap and the rounds' σ′ and steps of one fit."""
     from sklearn.exceptions import ConvergenceWarning
 
     est = estimator(loss, fit_intercept=False, tol=tol, max_iter=max_iter,
-                    backend="inprocess", n_workers=K, sigma=sigma, random_state=0)
+                    backend="inprocess", n_workers=K, sigma=sigma, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         t = time.perf_counter()
@@ -94,6 +95,8 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--max-iter", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0, help="random_state of every fit")
+    ap.add_argument("--losses", nargs="+", choices=LOSSES, default=LOSSES)
     args = ap.parse_args(argv)
 
     from daskelastic.datasets import load_flights
@@ -103,19 +106,19 @@ def main(argv=None):
     X, y, _ = load_flights(args.rows)
     log(f"bench_sigma  {env['time']}  cpus={env['cpus']}  loadavg={env['loadavg']}")
     log(f"flights: {X.shape[0]} × {X.shape[1]}, nnz={X.nnz}, C=1 (Ridge alpha=1), "
-        f"tol={args.tol:g}, in-process K workers")
+        f"tol={args.tol:g}, in-process K workers, seed {args.seed}")
     # numba warm-up: every loss's kernels and the adaptive σ′'s dual-change pass,
     # which otherwise compile (or load) inside the first timed fit of each loss,
     # the σ′ = K one (with a cold cache that added up to ~2.5 s to it)
-    for loss in LOSSES:
+    for loss in args.losses:
         target = y.astype(float) if loss == "squared" else y
         fit(X[:2000], target[:2000], loss, 2, None, 1e-2, 5)
     rows = []
     for K in args.workers:
-        for loss in LOSSES:
+        for loss in args.losses:
             target = y.astype(float) if loss == "squared" else y
             for sigma in [float(K), None]:
-                r = fit(X, target, loss, K, sigma, args.tol, args.max_iter)
+                r = fit(X, target, loss, K, sigma, args.tol, args.max_iter, args.seed)
                 r.update(loss=loss, K=K, sigma="adaptive" if sigma is None else f"{K}")
                 rows.append(r)
                 log(f"  K={K} {loss:<14} sigma={r['sigma']:<9} {r['rounds']:>5} rounds "
@@ -138,9 +141,13 @@ def main(argv=None):
     log("")
     log(cm.table(body, ["K", "loss", "rounds σ′=K", "rounds adaptive", "ratio",
                         "s σ′=K", "s adaptive", "ratio", "median σ′", "median step"]))
-    results = {"rows": rows, "tol": args.tol, "workers": args.workers, "environment": env}
+    results = {"rows": rows, "tol": args.tol, "workers": args.workers, "seed": args.seed,
+               "environment": env}
     csv_rows = [{k: v for k, v in r.items() if k != "gaps"} for r in rows]
-    cm.write_results("bench_sigma", results, csv_rows, log, plot,
+    name = "bench_sigma"      # other seeds or losses beside the default run's
+    if args.seed != 0 or args.losses != LOSSES:
+        name += f"_seed{args.seed}_" + "_".join(args.losses)
+    cm.write_results(name, results, csv_rows, log, plot,
                      f"flights, in-process, C=1: σ′ = K against adaptive (tol {args.tol:g})")
 
 
