@@ -328,6 +328,17 @@ def environment():
             "time": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
+def run_name(name, seed, losses, all_losses):
+    """``name`` for the default run (seed 0, every loss), else ``name_seed<N>_<losses>``.
+
+    Runs with other seeds or a subset of the losses are kept beside the
+    default one instead of overwriting it.
+    """
+    if seed == 0 and list(losses) == list(all_losses):
+        return name
+    return f"{name}_seed{seed}_" + "_".join(losses)
+
+
 def write_results(name, results, csv_rows, log, plot, title):
     """Write ``results/<name>.{json,csv,txt,png}``; a failing plot keeps the numbers."""
     import csv

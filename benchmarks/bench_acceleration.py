@@ -186,9 +186,7 @@ def main(argv=None):
     results = {"environment": env, "tol": args.tol, "max_iter": args.max_iter,
                "seed": args.seed, "losses": args.losses, "configs": configs,
                "grid": grid(args.losses), "rounds": rounds}
-    name = "bench_acceleration"      # other seeds or losses beside the default run's
-    if args.seed != 0 or args.losses != LOSSES:
-        name += f"_seed{args.seed}_" + "_".join(args.losses)
+    name = cm.run_name("bench_acceleration", args.seed, args.losses, LOSSES)
     cm.write_results(name, results, csv_rows, log, plot,
                      f"rounds to {args.tol:g}, in-process, seed {args.seed}")
 

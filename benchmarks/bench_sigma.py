@@ -144,9 +144,7 @@ def main(argv=None):
     results = {"rows": rows, "tol": args.tol, "workers": args.workers, "seed": args.seed,
                "environment": env}
     csv_rows = [{k: v for k, v in r.items() if k != "gaps"} for r in rows]
-    name = "bench_sigma"      # other seeds or losses beside the default run's
-    if args.seed != 0 or args.losses != LOSSES:
-        name += f"_seed{args.seed}_" + "_".join(args.losses)
+    name = cm.run_name("bench_sigma", args.seed, args.losses, LOSSES)
     cm.write_results(name, results, csv_rows, log, plot,
                      f"flights, in-process, C=1: σ′ = K against adaptive (tol {args.tol:g})")
 

@@ -578,7 +578,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     if adaptive and kappa and problem.loss == LOGISTIC:
         kappa_later, kappa = kappa, 0.0
     plain_gaps = []
-    outer_gaps = []            # certified gaps at the outer steps (hinge, "auto")
+    outer_gaps = []            # certified gaps at the outer steps (see _next_kappa)
     lam_in = lam + kappa
     inv_lam_n = 1.0 / (lam_in * n)
     v = problem.zeros()        # = Σ α_i x_i / (λ' n), the proximal problem's iterate
@@ -760,17 +760,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 y = w if w_outer_prev is None else w + beta * (w - w_outer_prev)
                 w_outer_prev, p_outer_prev = w, objective.primal
                 if adaptive:
-                    kappa_before = kappa
-                    kappa = _next_kappa(kappa, inner_rounds, problem.loss)
-                    if problem.loss == HINGE:
-                        # the stall is measured under one κ, and κ changes
-                        # by one rule at a time
-                        if kappa != kappa_before:
-                            outer_gaps.clear()
-                        outer_gaps.append(objective.relative_gap)
-                        if _outer_stalled(outer_gaps):
-                            kappa *= _HINGE_STALL_FACTOR
-                            outer_gaps.clear()
+                    kappa = _next_kappa(kappa, inner_rounds, problem.loss, outer_gaps,
+                                        objective.relative_gap)
                 v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa, y)
                 inner_start, inner_rounds = None, 0
                 n_outer += 1
@@ -842,7 +833,7 @@ def _status(worker, outcome):
     return "used"
 
 
-def _next_kappa(kappa, inner_rounds, loss):
+def _next_kappa(kappa, inner_rounds, loss, outer_gaps=None, gap=None):
     """κ of the next proximal problem under ``acceleration="auto"``.
 
     Halved after a proximal problem solved in one round.  Otherwise doubled
@@ -852,18 +843,38 @@ def _next_kappa(kappa, inner_rounds, loss):
     (``benchmarks/bench_acceleration.py``), doubling had left 5 fits short
     after 600 rounds, halving leaves 1; 9 fits need fewer rounds, 1 more.
 
+    For the hinge, given ``outer_gaps`` (the certified relative gaps at the
+    outer steps since κ last changed, which this keeps) and this step's
+    ``gap``, κ is also lowered by ``_HINGE_STALL_FACTOR`` once those steps
+    stalled (:func:`_outer_stalled`).  The count starts afresh whenever κ
+    changes, so the stall is measured under one κ and only one rule changes
+    κ in a step.
+
     Examples
     --------
     >>> from daskelastic.driver import _next_kappa
     >>> from daskelastic.losses import HINGE, LOGISTIC
     >>> _next_kappa(1.0, 12, LOGISTIC), _next_kappa(1.0, 12, HINGE), _next_kappa(1.0, 1, HINGE)
     (2.0, 0.5, 0.5)
+    >>> gaps = [1e-3] * 12
+    >>> _next_kappa(1.0, 2, HINGE, gaps, 1e-3), gaps
+    (0.1, [])
     """
     if inner_rounds <= 1:
-        return 0.5 * kappa
-    if loss == HINGE:
-        return 0.5 * kappa if inner_rounds >= _HINGE_SLOW_INNER_ROUNDS else kappa
-    return 2.0 * kappa if inner_rounds >= _SLOW_INNER_ROUNDS else kappa
+        new = 0.5 * kappa
+    elif loss == HINGE:
+        new = 0.5 * kappa if inner_rounds >= _HINGE_SLOW_INNER_ROUNDS else kappa
+    else:
+        new = 2.0 * kappa if inner_rounds >= _SLOW_INNER_ROUNDS else kappa
+    if loss != HINGE or outer_gaps is None:
+        return new
+    if new != kappa:
+        outer_gaps.clear()
+    outer_gaps.append(gap)
+    if _outer_stalled(outer_gaps):
+        outer_gaps.clear()
+        new *= _HINGE_STALL_FACTOR
+    return new
 
 
 def _outer_stalled(gaps):

@@ -825,7 +825,7 @@ def _gather_rows(X, positions):
     return np.ascontiguousarray(X)
 
 
-def _EMPTY_PACKING(m):
+def _empty_packing(m):
     """The packing of a solver that holds no rows."""
     return np.zeros((0, 0)), np.zeros((0, m)), np.zeros(0), np.zeros((0, m))
 
@@ -1184,7 +1184,7 @@ class ChunkSolver:
         ids = [c for c in self.chunk_ids if c not in drop]
         if not ids:
             self._packed, self._rows, self._unpacked, self._blocks = \
-                _EMPTY_PACKING(self.n_targets), {}, {}, []
+                _empty_packing(self.n_targets), {}, {}, []
             return
         # the sources, stacked: the packed matrix, the blocks, then the chunks
         # added one by one; ``index`` lists, chunk by chunk in id order, the

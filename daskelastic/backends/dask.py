@@ -653,12 +653,13 @@ class DaskBackend(Backend):
                 warnings.warn(f"retiring released workers failed ({type(e).__name__}: {e}); "
                               "they keep running", RuntimeWarning, stacklevel=2)
                 continue
-            refused = sorted(set(workers) - set(retired))
+            refused = set(workers) - set(retired)
+            if refused:     # and still running (one may have died meanwhile)
+                refused &= set(scheduler_workers(self.client))
             if refused:
-                refused = sorted(set(refused) & set(scheduler_workers(self.client)))
-            if refused:
-                warnings.warn(f"the scheduler did not retire released workers {refused}; "
-                              "they keep running", RuntimeWarning, stacklevel=2)
+                warnings.warn(f"the scheduler did not retire released workers "
+                              f"{sorted(refused)}; they keep running", RuntimeWarning,
+                              stacklevel=2)
         if self._retire_pool is not None:
             self._retire_pool.shutdown(wait=False, cancel_futures=True)
             self._retire_pool = None
