@@ -42,7 +42,15 @@ import scipy.sparse as sp
 from numba import njit
 
 from ._prefetch import AHEAD, prefetch, prefetch_1d, prefetch_rows, run_ahead
-from .losses import LOGISTIC, LOSSES, coordinate_step, dual_value, logistic_step_at, primal_loss
+from .losses import (
+    LOGISTIC,
+    LOGISTIC_STEP_RTOL,
+    LOSSES,
+    coordinate_step,
+    dual_value,
+    logistic_step_at,
+    primal_loss,
+)
 
 __all__ = ["LocalResult", "ChunkSolver", "RowBlock", "STOP_CHECK_EVERY"]
 
@@ -55,7 +63,7 @@ _LOSS = -1
 
 
 def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
-                order, n_steps, stop, check_every, sums, offset, Z, U):
+                order, n_steps, stop, check_every, sums, offset, Z, U, rtol):
     loss = _LOSS   # a constant: one compiled kernel per loss (_specialise)
     n, d = X.shape
     m = Y.shape[1]
@@ -96,7 +104,7 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
         for k in range(m):
             delta, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
-                gap, Z, U, i, k, loss_acc, dual_acc, az_acc)
+                gap, Z, U, i, k, loss_acc, dual_acc, az_acc, rtol)
             coef[k] = delta * inv_lam_n
             if delta != 0.0:
                 dalpha[i, k] += delta
@@ -118,7 +126,8 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _visit(loss, y, c, a0, da, zw, z, q, gap, Z, U, i, k, loss_acc, dual_acc, az_acc):
+def _visit(loss, y, c, a0, da, zw, z, q, gap, Z, U, i, k, loss_acc, dual_acc, az_acc,
+           rtol):
     """One visit of sample ``i``'s dual value ``k`` by a kernel: ``(its change, the sums)``.
 
     With ``gap`` the sample's gap terms at ``w`` (margin ``zw``) and the
@@ -128,7 +137,8 @@ def _visit(loss, y, c, a0, da, zw, z, q, gap, Z, U, i, k, loss_acc, dual_acc, az
     starts from ``a0 + da`` at margin ``z`` with curvature ``q`` (see
     ``coordinate_step``); on a logistic sample's first visit in the round
     (``da == 0``) from the logit ``U[i, k]`` of ``a0·y/c`` that
-    :func:`logistic_start` computed (NaN where it does not apply).
+    :func:`logistic_start` computed (NaN where it does not apply).  The
+    logistic step stops at the relative accuracy ``rtol``.
     """
     a = a0 + da
     if loss == LOGISTIC:
@@ -137,18 +147,18 @@ def _visit(loss, y, c, a0, da, zw, z, q, gap, Z, U, i, k, loss_acc, dual_acc, az
         if da == 0.0:
             u0 = U[i, k]
             if u0 == u0:
-                return (logistic_step_at(y, c, z, q, a0 * y / c, u0) - a,
+                return (logistic_step_at(y, c, z, q, a0 * y / c, u0, rtol) - a,
                         loss_acc, dual_acc, az_acc)
-        return coordinate_step(loss, y, a, c, z, q) - a, loss_acc, dual_acc, az_acc
+        return coordinate_step(loss, y, a, c, z, q, rtol) - a, loss_acc, dual_acc, az_acc
     if gap:
         loss_acc += c * primal_loss(loss, y, zw)
         az_acc += a0 * zw
         dual_acc += dual_value(loss, y, a0, c)
-    return coordinate_step(loss, y, a, c, z, q) - a, loss_acc, dual_acc, az_acc
+    return coordinate_step(loss, y, a, c, z, q, rtol) - a, loss_acc, dual_acc, az_acc
 
 
 def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
-                  order, n_steps, stop, check_every, sums, offset, Z, U):
+                  order, n_steps, stop, check_every, sums, offset, Z, U, rtol):
     """``_sdca_dense`` for one target column: scalar margins, no zero tests.
 
     2.5–4× faster than the general kernel on rows of 8–40 dense features.
@@ -190,7 +200,8 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
             zd += xij * dw1[j]
         delta, loss_acc, dual_acc, az_acc = _visit(
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
-            sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc)
+            sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc,
+            rtol)
         if delta != 0.0:
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
@@ -206,7 +217,8 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
 
 
 def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
-              inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums, offset, Z, U):
+              inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums, offset, Z, U,
+              rtol):
     loss = _LOSS   # a constant: one compiled kernel per loss (_specialise)
     n = indptr.shape[0] - 1
     d = w.shape[0] - 1
@@ -255,7 +267,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         for k in range(m):
             delta, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
-                gap, Z, U, i, k, loss_acc, dual_acc, az_acc)
+                gap, Z, U, i, k, loss_acc, dual_acc, az_acc, rtol)
             coef[k] = delta * inv_lam_n
             if delta != 0.0:
                 dalpha[i, k] += delta
@@ -278,7 +290,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
 
 def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
                 inv_lam_n, sigma, icpt, order, n_steps, stop, check_every, sums, offset,
-                Z, U):
+                Z, U, rtol):
     """``_sdca_csr`` for one target column: the margins live in registers.
 
     The general kernel accumulates its margins in small arrays (one entry per
@@ -328,7 +340,8 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
             zd += xij * dw1[j]
         delta, loss_acc, dual_acc, az_acc = _visit(
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
-            sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc)
+            sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc,
+            rtol)
         if delta != 0.0:
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
@@ -625,7 +638,8 @@ def _spin(stop, n):
 
 def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
                sigma, intercept_scaling, order, stop, sums,
-               check_every=STOP_CHECK_EVERY, offset=0, margins=None, logits=None):
+               check_every=STOP_CHECK_EVERY, offset=0, margins=None, logits=None,
+               step_rtol=LOGISTIC_STEP_RTOL):
     """Run ``len(order)`` SDCA steps on one chunk, visiting rows in ``order``.
 
     ``order`` continues a visiting sequence at position ``offset``; the first
@@ -636,7 +650,9 @@ def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
     instead (``n × m``; :func:`logistic_gap_sums` adds them up), and its
     steps read the ``logits`` of :func:`logistic_start`.  ``dalpha`` and
     ``dw`` accumulate the work; ``alpha`` and ``w`` are not written.  Returns
-    the number of steps done (fewer when ``stop[0]`` was set).
+    the number of steps done (fewer when ``stop[0]`` was set).  The logistic
+    steps stop at the relative accuracy ``step_rtol`` (0: exact; see
+    ``daskelastic.losses.logistic_step_at``).
     """
     if margins is None or logits is None:
         if loss == LOGISTIC:
@@ -644,7 +660,7 @@ def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
         margins = logits = np.empty((0, Y.shape[1]))
     args = (Y, sample_weight, alpha, dalpha, w, dw, inv_lam_n, sigma,
             intercept_scaling, order, order.shape[0], stop, check_every, sums, offset,
-            margins, logits)
+            margins, logits, step_rtol)
     if sp.issparse(X):
         kernel = _KERNELS["csr_1" if Y.shape[1] == 1 else "csr"][loss]
         return kernel(X.data, X.indices, X.indptr, *args)

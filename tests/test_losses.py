@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
-from daskelastic.losses import LOSSES, coordinate_step, dual_value, gap_term, loss_code, primal_loss
+from daskelastic.losses import (
+    LOGISTIC_STEP_RTOL,
+    LOSSES,
+    coordinate_step,
+    dual_value,
+    gap_term,
+    loss_code,
+    primal_loss,
+)
 
 import reference as ref
 
@@ -133,6 +141,47 @@ def test_logistic_step_finds_a_root_near_the_start(beta, shift, q, c, label):
     # rounding of the result itself (a few ulp of c)
     assert abs(got - label * c * sig) <= c * sig * (1 - sig) * 2e-9 * (1 + abs(root)) \
         + 4 * math.ulp(c)
+
+
+def _logistic_margin(label, beta, root, q, c):
+    """The margin ``z`` whose logistic step from ``a = label·beta·c`` has its root at ``root``."""
+    sig = 1.0 / (1.0 + math.exp(-root))
+    return -label * (root + q * c * (sig - beta))
+
+
+@settings(max_examples=200, deadline=None)
+@given(beta=st.one_of(st.just(0.0), st.floats(1e-6, 1 - 1e-6),
+                     st.sampled_from([1e-11, 1e-9, 1e-7, 1 - 1e-7, 1 - 1e-9])),
+       shift=st.floats(-20, 20),
+       q=st.floats(1e-3, 50), c=positive, label=st.sampled_from([-1.0, 1.0]),
+       rtol=st.sampled_from([0.01, LOGISTIC_STEP_RTOL, 0.5]))
+def test_logistic_step_with_a_relative_tolerance_stops_that_close_to_the_root(
+        beta, shift, q, c, label, rtol):
+    """Allowed ``rtol``, the step lands within ``rtol`` of its move from ``u0``.
+
+    In ``u = logit(a'·y/c)``: ``|u - root| ≤ rtol·min(|u - u0|, 1)``, or
+    ``≤ rtol`` from ``beta = 0`` (no ``u0``).  And it keeps at least
+    ``1 - rtol²`` of the exact step's gain in the subproblem's objective.
+    """
+    code = loss_code("logistic")
+    u0 = math.log(beta / (1 - beta)) if beta > 0 else -2.0
+    root = min(max(u0 + shift, -12.0), 12.0)     # where logit(result) is precise
+    z = _logistic_margin(label, beta, root, q, c)
+    a = label * beta * c
+    got = coordinate_step(code, label, a, c, z, q, rtol)
+    b = got * label / c
+    u = math.log(b / (1 - b))
+    allowed = rtol * (min(abs(u - u0), 1.0) if beta > 0 else 1.0)
+    assert abs(u - root) <= allowed + 2e-9 * (1 + abs(root))
+
+    def objective(a_new):
+        return dual_value(code, label, a_new, c) - (a_new - a) * z - 0.5 * q * (a_new - a) ** 2
+
+    exact = coordinate_step(code, label, a, c, z, q)
+    start, best = objective(a), objective(exact)
+    rounding = 1e-12 * (1 + abs(best))
+    assert objective(got) <= best + rounding
+    assert objective(got) - start >= (1 - rtol**2) * (best - start) - rounding
 
 
 @pytest.mark.parametrize("beta", [1e-300, 1e-12, 1e-5, 0.1, 0.5, 0.9, 1 - 1e-9])

@@ -64,7 +64,7 @@ def test_kernel_matches_numpy_twin(loss, sparse, dtype, m, visits):
     done = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=loss_code(loss),
                       inv_lam_n=1 / 3.0, sigma=2.0, intercept_scaling=1.0,
                       order=order.astype(np.int64), stop=np.zeros(1, np.int64), sums=sums,
-                      margins=margins, logits=logits)
+                      margins=margins, logits=logits, step_rtol=0.0)
     if loss == "logistic":
         assert not sums.any()
         logistic_gap_sums(Y, sw, alpha, margins, dual, sums)
@@ -117,6 +117,52 @@ def test_visit_order_passes_are_permutations_of_buckets():
     # inside a bucket the rows go in sequence
     starts = np.flatnonzero(order[:1000] % 64 == 0)
     assert all(order[s + 1] == order[s] + 1 for s in starts if order[s] + 1 < 1000)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_inexact_logistic_steps_keep_the_invariant_and_nearly_all_the_ascent(sparse):
+    """The solver's logistic steps (relative tolerance ``LOGISTIC_STEP_RTOL``).
+
+    Δw is still ``Σ Δα_i x_i / (λn)``, and the epoch raises the dual almost as
+    much as the twin's exact steps do from the same state.
+    """
+    X, Y, sw = _problem("logistic", n=200, d=6, sparse=sparse)
+    n, d = X.shape
+    lam_n = 0.5
+    rng = np.random.default_rng(2)
+    alpha, _, _ = ref.sdca_steps("logistic", X, Y, sw, np.zeros((n, 1)), np.zeros((d + 1, 1)),
+                                 lam_n=lam_n, sigma=1.0, icpt=1.0, order=rng.permutation(n))
+    Xa = np.hstack([X.toarray() if sparse else X, np.ones((n, 1))])
+    w = Xa.T @ alpha / lam_n
+
+    def dual(a):
+        v = Xa.T @ a / lam_n
+        return sum(ref.dual_value("logistic", Y[i, 0], a[i, 0], sw[i]) for i in range(n)) \
+            - 0.5 * lam_n * float((v * v).sum())
+
+    order = rng.permutation(n)
+    want_da, _, _ = ref.sdca_steps("logistic", X, Y, sw, alpha, w, lam_n=lam_n, sigma=1.0,
+                                   icpt=1.0, order=order)
+    _, logits = logistic_start(Y, sw, alpha)
+
+    def epoch(**step_rtol):
+        dalpha, dw = np.zeros_like(alpha), np.zeros_like(w)
+        sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=loss_code("logistic"),
+                   inv_lam_n=1 / lam_n, sigma=1.0, intercept_scaling=1.0,
+                   order=order.astype(np.int64), stop=np.zeros(1, np.int64),
+                   sums=np.zeros(3), margins=np.full_like(alpha, np.nan), logits=logits,
+                   **step_rtol)
+        return dalpha, dw
+
+    dalpha, dw = epoch()
+    np.testing.assert_allclose(dw, Xa.T @ dalpha / lam_n, rtol=1e-10, atol=1e-12)
+    start, exact, got = dual(alpha), dual(alpha + want_da), dual(alpha + dalpha)
+    assert exact > start
+    assert got - start >= 0.99 * (exact - start)
+    # the default steps did stop early: the same epoch with exact steps differs
+    exact_da, _ = epoch(step_rtol=0.0)
+    np.testing.assert_allclose(exact_da, want_da, rtol=1e-7, atol=1e-9)
+    assert np.abs(dalpha - exact_da).max() > 1e-6
 
 
 def test_preset_stop_flag_stops_before_the_first_step():
