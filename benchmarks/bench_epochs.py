@@ -3,7 +3,9 @@
 What it measures: one worker's ``ChunkSolver.solve`` (a full epoch in the
 solver's visiting order, 16-row buckets, with the gap terms), σ′ = 1, after two
 committed warm-up epochs; the median of ``--repeats`` epochs, for the four
-kernels (CSR or dense, one target or several) on real tables:
+kernels (CSR or dense, one target or several) on real tables, at ``C = 100/n``
+(an easy problem; ``--C`` sets another, e.g. ``--C 1``, where the logistic
+steps need more Newton work):
 
 - CSR: the NYC flights table (327,346 × 4,198 one-hot, 7 non-zeros per row),
   logistic and hinge with one target, logistic with three one-vs-rest targets;
@@ -24,8 +26,10 @@ Reproduce::
     python benchmarks/bench_epochs.py                      # ~1 minute
     git worktree add /tmp/base <commit>
     python benchmarks/bench_epochs.py --base /tmp/base     # ~3 minutes
+    python benchmarks/bench_epochs.py --base /tmp/base --C 1
 
-Writes ``benchmarks/results/bench_epochs.{txt,csv,json,png}``.
+Writes ``benchmarks/results/bench_epochs.{txt,csv,json,png}``
+(``bench_epochs_C<C>.*`` with ``--C``).
 """
 
 import argparse
@@ -69,7 +73,7 @@ def cases():
     }
 
 
-def epoch_ms(repeats):
+def epoch_ms(repeats, C=None):
     """``{case: [ms of each timed epoch]}`` with the daskelastic importable here."""
     from daskelastic.losses import loss_code
     from daskelastic.solvers import ChunkSolver
@@ -81,7 +85,8 @@ def epoch_ms(repeats):
         w = np.zeros((X.shape[1] + 1, Y.shape[1]))
         seconds = []
         for r in range(2 + repeats):
-            res = solver.solve(w, round_id=r, inv_lam_n=100.0 / X.shape[0], sigma=1.0)
+            inv_lam_n = 100.0 / X.shape[0] if C is None else C   # 1/(λn) = C
+            res = solver.solve(w, round_id=r, inv_lam_n=inv_lam_n, sigma=1.0)
             w = w + res.dw
             solver.commit(r)
             if r >= 2:
@@ -90,19 +95,20 @@ def epoch_ms(repeats):
     return out
 
 
-def run_checkout(path, repeats):
+def run_checkout(path, repeats, C=None):
     """:func:`epoch_ms` in a subprocess importing daskelastic from ``path``."""
-    return cm.run_in_checkout(__file__, path, ["--repeats", repeats])
+    return cm.run_in_checkout(__file__, path,
+                              ["--repeats", repeats] + ([] if C is None else ["--C", C]))
 
 
-def alternate(base_path, repeats, alternations):
+def alternate(base_path, repeats, alternations, C=None):
     """``(base, now)``: ``{case: all epoch ms}`` of each checkout, the two taking turns."""
     here = Path(__file__).resolve().parents[1]
     runs = {"base": {}, "now": {}}
     imported = None
     for _ in range(alternations):
         for key, path in (("base", base_path), ("now", here)):
-            got = run_checkout(path, repeats)
+            got = run_checkout(path, repeats, C)
             if key == "base":
                 imported = got["imported"]
             for name, ms in got["ms"].items():
@@ -136,12 +142,14 @@ def main():
     ap.add_argument("--base", help="another checkout to time the same epochs on")
     ap.add_argument("--alternations", type=int, default=3,
                     help="turns each checkout takes with --base")
+    ap.add_argument("--C", type=float, default=None,
+                    help="the problems' C (default 100/n, an easy problem)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         import daskelastic
 
-        out = epoch_ms(args.repeats)
+        out = epoch_ms(args.repeats, args.C)
         print(json.dumps({"ms": out, "imported": str(Path(daskelastic.__file__).parent)}))
         return
     cm.preload_daskelastic()
@@ -151,13 +159,14 @@ def main():
         f"daskelastic sources {env['daskelastic_code']['sha1']}")
     base = None
     if args.base:
-        base_all, now_all, imported = alternate(args.base, args.repeats, args.alternations)
+        base_all, now_all, imported = alternate(args.base, args.repeats, args.alternations,
+                                                args.C)
         log(f"base: daskelastic imported from {imported}")
         base = {"ms": {k: float(np.median(v)) for k, v in base_all.items()},
                 "imported": imported}
         count = f"{args.alternations} turns of {args.repeats} epochs each"
     else:
-        now_all = epoch_ms(args.repeats)
+        now_all = epoch_ms(args.repeats, args.C)
         count = f"{args.repeats}"
     now = {k: float(np.median(v)) for k, v in now_all.items()}
     rows, csv_rows = [], []
@@ -171,10 +180,12 @@ def main():
         csv_rows.append({"kernel": name, "ms": ms,
                          "base_ms": base["ms"][name] if base else None})
     headers = ["kernel, table"] + (["base ms", "this ms", "speed-up"] if base else ["ms"])
-    log(f"\nlocal epoch, one worker, median of {count}")
+    at = "C = 100/n" if args.C is None else f"C = {args.C:g}"
+    log(f"\nlocal epoch, one worker, {at}, median of {count}")
     log(cm.table(rows, headers))
-    results = {"env": env, "repeats": args.repeats, "now": now, "base": base}
-    cm.write_results("bench_epochs", results, csv_rows, log, plot,
+    results = {"env": env, "repeats": args.repeats, "C": args.C, "now": now, "base": base}
+    name = "bench_epochs" if args.C is None else f"bench_epochs_C{args.C:g}"
+    cm.write_results(name, results, csv_rows, log, plot,
                      f"daskelastic local epochs, {env['cpus']} cpus")
 
 
