@@ -84,8 +84,8 @@ def epoch_ms(repeats, C=None):
         solver.add_chunk(0, X, Y, np.ones(X.shape[0]))
         w = np.zeros((X.shape[1] + 1, Y.shape[1]))
         seconds = []
+        inv_lam_n = 100.0 / X.shape[0] if C is None else C   # 1/(λn) = C
         for r in range(2 + repeats):
-            inv_lam_n = 100.0 / X.shape[0] if C is None else C   # 1/(λn) = C
             res = solver.solve(w, round_id=r, inv_lam_n=inv_lam_n, sigma=1.0)
             w = w + res.dw
             solver.commit(r)

@@ -190,9 +190,7 @@ def logistic_step_at(y, c, z, q, beta0, u0, rtol):
         s = (top - u0 - qc * beta0) * inv_slope
         anchored = True
         if lo <= u0 <= hi:
-            err = half_curv * s * s
-            if min(abs(s), err) <= 1e-9 * (1.0 + abs(u0 + s)) \
-                    or err <= rtol * min(abs(s), 1.0):
+            if _newton_done(s, u0 + s, abs(s), half_curv, rtol):
                 if abs(s) <= 0.0625:
                     return y * c * min(max(_sigmoid_shift(beta0, s), 0.0), 1.0)
                 if lo <= u0 + s <= hi:
@@ -226,9 +224,7 @@ def logistic_step_at(y, c, z, q, beta0, u0, rtol):
         if lo <= newton <= hi and abs(2.0 * gt * t) <= abs(step_before * slope):
             step = newton - u
             u = newton
-            err = half_curv * step * step
-            if min(abs(step), err) <= 1e-9 * (1.0 + abs(u)) \
-                    or err <= rtol * (min(abs(u - u0), 1.0) if anchored else 1.0):
+            if _newton_done(step, u, abs(u - u0) if anchored else 1.0, half_curv, rtol):
                 break
         else:
             step = 0.5 * (hi - lo)
@@ -244,6 +240,18 @@ def logistic_step_at(y, c, z, q, beta0, u0, rtol):
         if qc * b * (1.0 - b) >= 1.0:
             return y * c * min(max(b, 0.0), 1.0)
     return y * c * _sigmoid(u)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _newton_done(step, u, move, half_curv, rtol):
+    """Whether the logistic step's Newton may stop at ``u`` after ``step``.
+
+    The root is within ``half_curv·step²`` of ``u``: stop when that is below
+    ``1e-9·(1 + |u|)`` (or the step itself is), or at most ``rtol`` times the
+    ``move`` from the step's start, counted as at most 1.
+    """
+    err = half_curv * step * step
+    return min(abs(step), err) <= 1e-9 * (1.0 + abs(u)) or err <= rtol * min(move, 1.0)
 
 
 @njit(cache=True, nogil=True, inline="always")
