@@ -32,6 +32,11 @@ LOGISTIC, HINGE, SQUARED_HINGE, SQUARED = 0, 1, 2, 3
 #: Newton iterations allowed for the logistic coordinate step.
 _NEWTON_MAX_ITER = 100
 
+#: How far from 0 the exp-free Newton step from ``u = 0`` may land for a
+#: logistic step from a dual value at 0 or 1 to start there.  The first epoch
+#: of a fit (all dual values 0) took 39.5 against 44.0 ms (flights, C = 1).
+_START_NEAR_ZERO = 3.0
+
 #: Relative accuracy of the solver's logistic coordinate steps: Newton stops
 #: once its error bound is at most this fraction of the step's move in the
 #: logit of the dual value (a move counted as at most 1), much as liblinear's
@@ -182,6 +187,7 @@ def logistic_step_at(y, c, z, q, beta0, u0, rtol):
     half_curv = 0.05 * qc
     u = -yz - qc * (0.5 - beta0)  # the root when σ(u) ≈ 1/2, inside the bracket
     anchored = False   # whether the relative tolerance is relative to u0
+    n_iter = _NEWTON_MAX_ITER
     if 1e-12 < beta0 < 1.0 - 1e-12:
         # The margin changes little between visits of a sample, so the root is
         # usually near u0, where σ(u0) = beta0 is known: a first Newton step
@@ -204,12 +210,27 @@ def logistic_step_at(y, c, z, q, beta0, u0, rtol):
             u = min(max(u0 + s, lo), hi)
         else:
             u = min(max(u0, lo), hi)
+    else:
+        # beta0 at 0 or 1 (e.g. every sample's first step of a fit): a first
+        # Newton step from u = 0, where σ = 1/2 and σ' = 1/4 need no exp; kept
+        # when it lands near 0 (further out the bracket's middle, above, is
+        # the closer start)
+        g0 = top - 0.5 * qc
+        s = g0 / (1.0 + 0.25 * qc)
+        if abs(s) <= _START_NEAR_ZERO:
+            if g0 > 0.0:
+                lo = max(lo, 0.0)
+            else:
+                hi = min(hi, 0.0)
+            u = min(max(s, lo), hi)
+            if u == s and _newton_done(s, s, 1.0, half_curv, rtol):
+                n_iter = 0
     step_before = hi - lo
     # Safeguarded Newton inside the bracket (bisection when Newton would leave
     # it or stops converging fast), σ read through E = exp(-|u|) ≤ 1 and
     # t = 1 + E (no overflow), with one division per step:
     #   g·t = (top - u)·t - qc·(1 if u ≥ 0 else E),  -g'·t² = t² + qc·E.
-    for _ in range(_NEWTON_MAX_ITER):
+    for _ in range(n_iter):
         e = math.exp(-abs(u))
         t = 1.0 + e
         gt = (top - u) * t - (qc if u >= 0.0 else qc * e)

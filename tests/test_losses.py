@@ -150,7 +150,7 @@ def _logistic_margin(label, beta, root, q, c):
 
 
 @settings(max_examples=200, deadline=None)
-@given(beta=st.one_of(st.just(0.0), st.floats(1e-6, 1 - 1e-6),
+@given(beta=st.one_of(st.just(0.0), st.just(1.0), st.floats(1e-6, 1 - 1e-6),
                      st.sampled_from([1e-11, 1e-9, 1e-7, 1 - 1e-7, 1 - 1e-9])),
        shift=st.floats(-20, 20),
        q=st.floats(1e-3, 50), c=positive, label=st.sampled_from([-1.0, 1.0]),
@@ -160,18 +160,21 @@ def test_logistic_step_with_a_relative_tolerance_stops_that_close_to_the_root(
     """Allowed ``rtol``, the step lands within ``rtol`` of its move from ``u0``.
 
     In ``u = logit(a'·y/c)``: ``|u - root| ≤ rtol·min(|u - u0|, 1)``, or
-    ``≤ rtol`` from ``beta = 0`` (no ``u0``).  And it keeps at least
+    ``≤ rtol`` from ``beta`` 0 or 1 (no ``u0``).  And it keeps at least
     ``1 - rtol²`` of the exact step's gain in the subproblem's objective.
+    From ``beta`` 0 or 1 (every sample's first step in a fit) the step
+    starts with an exp-free Newton step from ``u = 0``.
     """
     code = loss_code("logistic")
-    u0 = math.log(beta / (1 - beta)) if beta > 0 else -2.0
+    interior = 0 < beta < 1
+    u0 = math.log(beta / (1 - beta)) if interior else 4 * beta - 2.0
     root = min(max(u0 + shift, -12.0), 12.0)     # where logit(result) is precise
     z = _logistic_margin(label, beta, root, q, c)
     a = label * beta * c
     got = coordinate_step(code, label, a, c, z, q, rtol)
     b = got * label / c
     u = math.log(b / (1 - b))
-    allowed = rtol * (min(abs(u - u0), 1.0) if beta > 0 else 1.0)
+    allowed = rtol * (min(abs(u - u0), 1.0) if interior else 1.0)
     assert abs(u - root) <= allowed + 2e-9 * (1 + abs(root))
 
     def objective(a_new):
