@@ -68,15 +68,21 @@ def _settle(solver, settlement):
 
 
 def load_chunks(fit_id, problem, *chunks):
-    """Add in-memory chunks to this worker's solver; return rows held."""
+    """Add in-memory chunks to this worker's solver.
+
+    Returns their rows and ``Σ ‖x_i‖²`` over them.
+    """
     solver = _solver(fit_id, problem)
     for c in chunks:
         solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight)
-    return solver.n_rows
+    return sum(c.n_rows for c in chunks), sum(_sq_norm_sum(c.X) for c in chunks)
 
 
 def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None):
-    """Validate and encode one block of a dask collection, and hold it as a chunk."""
+    """Validate and encode one block of a dask collection, and hold it as a chunk.
+
+    Returns the block's rows and ``Σ ‖x_i‖²`` over them.
+    """
     X = _as_chunk_matrix(X)
     Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
                            else np.asarray(sample_weight))
@@ -84,7 +90,13 @@ def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None):
         raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
     solver = _solver(fit_id, problem)
     solver.add_chunk(chunk_id, X, Y, sw)
-    return X.shape[0]
+    return X.shape[0], _sq_norm_sum(X)
+
+
+def _sq_norm_sum(X):
+    """``Σ ‖x_i‖²`` over the rows of a dense or sparse matrix."""
+    data = X.data if sp.issparse(X) else X
+    return float(np.sum(np.square(data, dtype=np.float64)))
 
 
 def _as_chunk_matrix(X):
@@ -150,11 +162,18 @@ class RoundActor:
 
         Runs in the worker's actor thread; the kernel releases the GIL.
         """
-        reg = getattr(self.worker, _REGISTRY_ATTR, {})
-        solver = reg[self.fit_id]
+        solver = self.worker_solver()
         _settle(solver, settlement)
         return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
                             steps=steps, seed=seed, slowdown=slowdown)
+
+    def settle(self, settlement):
+        """Apply a settlement outside a round (in the actor thread, after any round)."""
+        _settle(self.worker_solver(), settlement)
+
+    def worker_solver(self):
+        """This fit's solver on this worker."""
+        return getattr(self.worker, _REGISTRY_ATTR, {})[self.fit_id]
 
     async def stop(self, round_id):
         """Ask the running round to stop.
@@ -201,9 +220,9 @@ def put_chunks(fit_id, problem, block):
     return solver.n_rows
 
 
-def drop_fit(fit_id):
-    """Forget everything this worker holds for a fit."""
-    reg = getattr(get_worker(), _REGISTRY_ATTR, None) or {}
+def drop_fit(fit_id, dask_worker=None):
+    """Forget everything this worker holds for a fit (``Client.run`` passes the worker)."""
+    reg = getattr(dask_worker or get_worker(), _REGISTRY_ATTR, None) or {}
     return reg.pop(fit_id, None) is not None
 
 
@@ -354,6 +373,7 @@ class DaskBackend(Backend):
         self.released = []     # workers this fit let go
         self.lost = []         # workers that died during this fit
         self._published = False
+        self._sq_norm_sum = None   # Σ ‖x_i‖² of the data, from the load tasks
 
     # -- placing the data -----------------------------------------------------
     def load_chunks(self, chunks):
@@ -463,9 +483,14 @@ class DaskBackend(Backend):
         return loads
 
     def _finish_loading(self, loads, plan):
+        if self.transport == "actor":
+            # the actors start while the chunks load, instead of a round trip
+            # of their own before the first round
+            self._submit_actors([w for w, c in plan.items() if c])
         error = None
         try:
-            self.client.gather(loads)
+            loaded = self.client.gather(loads)
+            self._sq_norm_sum = float(sum(sq for _, sq in loaded))
         except Exception as e:  # noqa: BLE001 - re-raised below, without references
             error = e
         self.client.cancel(loads, force=True)
@@ -763,15 +788,18 @@ class DaskBackend(Backend):
     def workers(self):
         return list(self.placement)
 
+    def _submit_actors(self, workers):
+        """Start an actor on each of ``workers`` that has none (without waiting)."""
+        self._actor_futures.update({addr: self.client.submit(
+            RoundActor, self.fit_id, workers=[addr], allow_other_workers=False,
+            actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}")
+            for addr in workers if addr not in self._actor_futures})
+
     def _ensure_actors(self):
         missing = [a for a in self.placement if a not in self._actors]
         if missing:
-            handles = {addr: self.client.submit(
-                RoundActor, self.fit_id, workers=[addr], allow_other_workers=False,
-                actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}")
-                for addr in missing}
-            self._actor_futures.update(handles)
-            self._actors.update({addr: f.result() for addr, f in handles.items()})
+            self._submit_actors(missing)
+            self._actors.update({a: self._actor_futures[a].result() for a in missing})
 
     def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
                     slowdowns=None):
@@ -878,10 +906,23 @@ class DaskBackend(Backend):
         return dict(zip(futures, self.client.gather(list(futures.values()))))
 
     def settle(self, settlements):
-        self._on_each(settle, per_worker=settlements)
+        if self.transport != "actor":
+            self._on_each(settle, per_worker=settlements)
+            return
+        # straight to the workers' actors, which run it after any round
+        with self.client.as_current():
+            self._ensure_actors()
+            calls = [self._actors[a].settle(s) for a, s in settlements.items()
+                     if s is not None and a in self.placement]
+            for call in calls:
+                call.result()
 
     def row_sq_norm_sum(self):
-        return sum(self._on_each(row_sq_norm_sum).values())
+        # the rows stay the same when chunks move or are re-read: the load
+        # tasks' sum holds for the whole fit
+        if self._sq_norm_sum is None:
+            self._sq_norm_sum = float(sum(self._on_each(row_sq_norm_sum).values()))
+        return self._sq_norm_sum
 
     def alpha_sum(self):
         parts = self._on_each(alpha_sum, self.problem.n_features)
@@ -912,8 +953,8 @@ class DaskBackend(Backend):
         Stops a round still running, cancels the actors, waits for the
         retirements :meth:`release` started (:meth:`wait_retired`), tells the
         scheduler plugin the fit ended and drops the fit's solver state from every
-        worker of the cluster (waiting up to 30 seconds for workers that may
-        have died).  Once the client is closed, only the driver side is
+        worker of the cluster, in one broadcast (a worker that died meanwhile
+        is skipped).  Once the client is closed, only the driver side is
         cleared.
         """
         if self._pending and self._round_id is not None:
@@ -941,15 +982,10 @@ class DaskBackend(Backend):
                 adaptive.end_fit(self.client, self.fit_id)
             except Exception:  # noqa: BLE001 - closing after a failure
                 pass
-        workers = scheduler_workers(self.client)
-        futs = [self.client.submit(drop_fit, self.fit_id, workers=[a],
-                                   allow_other_workers=False, pure=False)
-                for a in workers]
+        # on every worker, in one broadcast from the scheduler (a worker that
+        # died meanwhile is skipped)
         try:
-            # a task restricted to a worker that just died would never run
-            with self.client.as_current():
-                wait(futs, timeout=30)
-        except (DaskTimeoutError, TimeoutError):
+            self.client.run(drop_fit, self.fit_id, on_error="ignore")
+        except Exception:  # noqa: BLE001 - closing after a failure
             pass
-        self.client.cancel(futs, force=True)
         self.placement = {}
