@@ -6,11 +6,20 @@ normalised problem (:mod:`daskelastic.objective`), hand the data to a backend
 numerics and submit no futures themselves.
 """
 
+import contextlib
+import copy
+import inspect
 import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    RegressorMixin,
+    _fit_context,
+    clone,
+)
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
@@ -39,18 +48,54 @@ def _is_dask_collection(X):
     return is_dask_collection(X)
 
 
-def _dask_to_array(X, name):
-    """A dask array with known row chunks from a dask array/dataframe/series."""
+def _dask_to_array(X, name, lengths=True):
+    """A dask array from a dask array/dataframe/series, with known row chunks if ``lengths``.
+
+    Without ``lengths`` nothing is computed (a dataframe's partition lengths
+    may stay unknown): enough for blockwise predictions.
+    """
     import dask.array as da
     import dask.dataframe as dd
 
     if isinstance(X, (dd.DataFrame, dd.Series)):
-        X = X.to_dask_array(lengths=True)
+        X = X.to_dask_array(lengths=True if lengths else None)
     if not isinstance(X, da.Array):
         raise TypeError(f"{name}: unsupported dask collection {type(X).__name__}")
-    if any(np.isnan(c) for c in X.chunks[0]):
+    if lengths and any(np.isnan(c) for c in X.chunks[0]):
         X = X.compute_chunk_sizes()
     return X
+
+
+#: Whether scikit-learn's "balanced" class weights count ``sample_weight``
+#: (scikit-learn 1.9 passes it from its liblinear fits); daskelastic does as
+#: the installed scikit-learn does, to solve the same problem.
+_BALANCED_COUNTS_WEIGHTS = "sample_weight" in inspect.signature(
+    compute_class_weight).parameters
+
+
+def _columns_of(X):
+    """What scikit-learn reads feature names from: a dask dataframe's empty pandas
+    frame (its ``_meta``), else ``X`` itself."""
+    import dask.dataframe as dd
+
+    return X._meta if isinstance(X, dd.DataFrame) else X
+
+
+def _check_weights(smallest, total):
+    """The ``ValueError`` scikit-learn raises for negative sample weights or all 0."""
+    if smallest < 0:
+        raise ValueError("Negative values in data passed to `sample_weight`")
+    if np.isfinite(total) and not total > 0:   # NaN: the load tasks say so
+        raise ValueError("Sample weights must contain at least one non-zero number.")
+
+
+def _in_context(client):
+    """``client.as_current()``, or no change without a client.
+
+    Dask collections computed inside use the fit's client even when it is not
+    the default one.
+    """
+    return contextlib.nullcontext() if client is None else client.as_current()
 
 
 class _CoCoABase(BaseEstimator):
@@ -83,6 +128,21 @@ class _CoCoABase(BaseEstimator):
     _loss = None  # set by subclasses / from parameters
 
     # -- pickling: never carry a client ----------------------------------------
+    def __sklearn_clone__(self):
+        """An unfitted copy with the same parameters, sharing ``client``.
+
+        scikit-learn's ``clone`` (used by ``GridSearchCV``, ``cross_val_score``)
+        deep-copies the parameters, and a Dask client cannot be copied: the
+        clone uses the same client instead.
+        """
+        params = self.get_params(deep=False)
+        client = params.pop("client")
+        new = type(self)(**{k: clone(v, safe=False) for k, v in params.items()},
+                         client=client)
+        if hasattr(self, "_metadata_request"):
+            new._metadata_request = copy.deepcopy(self._metadata_request)
+        return new
+
     def __getstate__(self):
         state = super().__getstate__()
         if state.get("client") is not None:
@@ -109,9 +169,14 @@ class _CoCoABase(BaseEstimator):
         return X, y, sample_weight
 
     def _fit(self, X, y, sample_weight=None):
+        status = getattr(self.client, "status", "running")
+        if status not in ("running", "connecting"):
+            raise ValueError(f"the Dask client is {status}: pass a running client, or "
+                             "none to use the current one")
         dask_input = _is_dask_collection(X)
         if dask_input:
-            X, y, sample_weight, encoder = self._prepare_dask(X, y, sample_weight)
+            with _in_context(self.client):
+                X, y, sample_weight, encoder = self._prepare_dask(X, y, sample_weight)
             n, d = X.shape
             n_values = n * d
         else:
@@ -216,24 +281,39 @@ class _CoCoABase(BaseEstimator):
     def _prepare_dask(self, X, y, sample_weight):
         import dask.array as da
 
-        X = _dask_to_array(X, "X")
-        y = _dask_to_array(y, "y")
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-d, got {X.ndim}-d")
+        Xa = _dask_to_array(X, "X")
+        if Xa.ndim != 2:
+            raise ValueError(f"X must be 2-d, got {Xa.ndim}-d")
+        # the feature names of a dask dataframe, and the number of features
+        validate_data(self, _columns_of(X), reset=True, skip_check_array=True)
+        X = Xa
+        if _is_dask_collection(y):
+            y = _dask_to_array(y, "y")
+            if self._is_classifier() and y.ndim == 2 and y.shape[1] == 1:
+                y = y[:, 0]
+        else:   # in memory: cut as X is
+            y = np.asarray(y)
+            if y.ndim == 0 or y.shape[0] != X.shape[0]:
+                raise ValueError(f"X has {X.shape[0]} rows but y has "
+                                 f"{y.shape[0] if y.ndim else 0}")
+            y = da.from_array(y, chunks=(X.chunks[0],) + y.shape[1:])
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
         if X.shape[0] == 0:
             raise ValueError("cannot fit on empty input")
-        X = X.rechunk({1: -1})
-        y = y.rechunk({0: X.chunks[0]})
+        # one chunk of columns; no empty row blocks (a filtered dataframe's
+        # partitions may be empty)
+        rows = tuple(c for c in X.chunks[0] if c > 0)
+        X = X.rechunk({0: rows, 1: -1})
+        y = y.rechunk({0: rows})
         if sample_weight is not None:
-            sample_weight = _dask_to_array(sample_weight, "sample_weight") \
-                if _is_dask_collection(sample_weight) else da.from_array(
-                    np.asarray(sample_weight, dtype=np.float64), chunks=X.chunks[0])
+            if _is_dask_collection(sample_weight):
+                sample_weight = _dask_to_array(sample_weight, "sample_weight")
+            else:
+                sample_weight = np.asarray(sample_weight, dtype=np.float64).reshape(-1)
             if sample_weight.shape[0] != X.shape[0]:
                 raise ValueError("sample_weight and X have different lengths")
-            sample_weight = sample_weight.rechunk({0: X.chunks[0]})
-        self.n_features_in_ = X.shape[1]
+            sample_weight = da.asarray(sample_weight).rechunk({0: rows})
         encoder = self._make_encoder_dask(y, sample_weight)
         return X, y, sample_weight, encoder
 
@@ -245,7 +325,10 @@ class _CoCoABase(BaseEstimator):
         """``X @ coef_.T + intercept_``; lazy for dask input."""
         check_is_fitted(self)
         if _is_dask_collection(X):
-            Xa = _dask_to_array(X, "X").rechunk({1: -1})
+            # scikit-learn's checks of the feature names and their number,
+            # without computing anything
+            validate_data(self, _columns_of(X), reset=False, skip_check_array=True)
+            Xa = _dask_to_array(X, "X", lengths=False).rechunk({1: -1})
             one = self.coef_.ndim == 1 or self.coef_.shape[0] == 1
             kwargs = {"drop_axis": 1} if one else {"chunks": (Xa.chunks[0], (self.coef_.shape[0],))}
             return Xa.map_blocks(_block_decision, self.coef_, self.intercept_,
@@ -303,26 +386,42 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
                 f"but the data contains only one class: {classes[0]!r}")
         cw = None
         if self.class_weight is not None:
-            cw = compute_class_weight(self.class_weight, classes=classes, y=y)
+            # "balanced" counts the sample weights where scikit-learn does
+            kw = {"sample_weight": sample_weight} if _BALANCED_COUNTS_WEIGHTS else {}
+            cw = compute_class_weight(self.class_weight, classes=classes, y=y, **kw)
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
     def _make_encoder_dask(self, y, sample_weight):
+        import dask
         import dask.array as da
 
-        classes = np.unique(da.unique(y).compute())
+        if y.ndim != 1:
+            raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} "
+                             "instead.")
+        # one computation for the labels and the weights' range and total
+        found = dask.compute(da.unique(y), *(() if sample_weight is None else (
+            sample_weight.min(), sample_weight.sum())))
+        classes = np.unique(found[0])
+        if classes.dtype.kind == "f" and np.isnan(classes).any():
+            raise ValueError("Input y contains NaN.")
+        check_classification_targets(classes)   # e.g. continuous values
+        if sample_weight is not None:
+            _check_weights(*found[1:])
         if classes.shape[0] < 2:
             raise ValueError(
                 "This solver needs samples of at least 2 classes in the data, "
-                f"but the data contains only one class: {classes!r}")
+                f"but the data contains only one class: {classes[0]!r}")
         cw = None
-        if self.class_weight is not None:
-            if self.class_weight == "balanced":
-                counts = np.array([int((y == c).sum().compute()) for c in classes])
-                cw = y.shape[0] / (len(classes) * counts)
-            else:
-                cw = np.array([self.class_weight.get(c, 1.0) for c in classes],
-                              dtype=float)
+        if self.class_weight == "balanced":
+            weights = sample_weight if _BALANCED_COUNTS_WEIGHTS else None
+            counts = np.array(dask.compute(*[
+                (y == c).sum() if weights is None else da.where(y == c, weights, 0.0).sum()
+                for c in classes]), dtype=float)
+            cw = counts.sum() / (len(classes) * counts)
+        elif self.class_weight is not None:
+            # scikit-learn's checks of the dictionary's classes
+            cw = compute_class_weight(self.class_weight, classes=classes, y=classes)
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
@@ -820,8 +919,13 @@ class Ridge(RegressorMixin, _CoCoABase):
         if self.fit_intercept:
             sw = da.ones(y.shape[0], chunks=y.chunks[0]) if sample_weight is None \
                 else sample_weight
-            num, den = da.compute((sw[:, None] * y2).sum(axis=0), sw.sum())
+            num, den, smallest = da.compute((sw[:, None] * y2).sum(axis=0), sw.sum(),
+                                            sw.min())
+            if sample_weight is not None:
+                _check_weights(smallest, den)
             offset = num / den if den > 0 else np.zeros_like(num)
+        elif sample_weight is not None:
+            _check_weights(*da.compute(sample_weight.min(), sample_weight.sum()))
         return TargetEncoder(offset=offset, n_targets=y2.shape[1])
 
     def _set_fitted(self, result, encoder, problem):

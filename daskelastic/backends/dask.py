@@ -258,7 +258,8 @@ def scheduler_workers(client):
 def _persisted_blocks(client, arrays):
     """Persist dask arrays; return, per array, its row blocks' futures in order."""
     persisted = client.persist(arrays)
-    wait(futures_of(persisted))
+    with client.as_current():   # the fit's client, default or not
+        wait(futures_of(persisted))
     blocks = []
     for a in persisted:
         futs = {f.key: f for f in futures_of(a)}
@@ -856,8 +857,9 @@ class DaskBackend(Backend):
             done = [a for a, c in self._pending.items() if c.done()]
         else:
             try:
-                wait(list(self._pending.values()), timeout=timeout,
-                     return_when="FIRST_COMPLETED")
+                with self.client.as_current():
+                    wait(list(self._pending.values()), timeout=timeout,
+                         return_when="FIRST_COMPLETED")
             except (DaskTimeoutError, TimeoutError):
                 pass
             done = [a for a, f in self._pending.items() if f.done()]

@@ -1,0 +1,157 @@
+"""Dask input treated as scikit-learn treats in-memory input, on a real LocalCluster.
+
+Feature names and their number, the checks of labels and weights, the fit's
+own (not necessarily default) client, ``clone`` with a client, empty
+partitions and lazy predictions.
+"""
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression as SkLogisticRegression
+from sklearn.model_selection import cross_val_score
+
+import daskelastic as de
+
+COLUMNS = ["children", "morekids", "age", "afam", "hispanic", "other", "work"]
+
+
+@pytest.fixture(scope="module")
+def fertility(fertility_small):
+    """2,000 rows of the real Fertility table as numpy and as pandas."""
+    X, y = fertility_small
+    X, y = X[:2000], y[:2000]
+    return X, y, pd.DataFrame(X, columns=COLUMNS[: X.shape[1]])
+
+
+def _chunked(a, rows=500):
+    return da.from_array(a, chunks=(rows,) + a.shape[1:])
+
+
+def test_a_fit_uses_its_own_client_when_it_is_not_the_default(fertility, cluster):
+    X, y, _ = fertility
+    with Client(cluster, set_as_default=False) as own:
+        clf = de.LogisticRegression(client=own, tol=1e-3).fit(_chunked(X), _chunked(y))
+        assert clf.history_[-1]["n_workers"] == 2
+        assert clf.duality_gap_ <= 1e-3
+
+
+def test_clone_keeps_the_client_and_cross_validation_runs(fertility, client):
+    X, y, _ = fertility
+    est = de.LogisticRegression(C=0.5, tol=1e-3, client=client)
+    copy = clone(est)
+    assert copy.client is client and copy is not est
+    assert copy.get_params()["C"] == 0.5
+    scores = cross_val_score(est, X, y, cv=2)
+    assert scores.shape == (2,) and np.all(scores > 0.5)
+
+
+@pytest.mark.filterwarnings("ignore:X does not have valid feature names")
+def test_a_dask_dataframe_gives_feature_names_and_they_are_checked(fertility, client):
+    X, y, frame = fertility
+    ddf = dd.from_pandas(frame, npartitions=4)
+    clf = de.LogisticRegression(tol=1e-3).fit(ddf, dd.from_pandas(pd.Series(y), npartitions=4))
+    np.testing.assert_array_equal(clf.feature_names_in_, frame.columns)
+    reordered = ddf[list(frame.columns[::-1])]
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        clf.predict(reordered)
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        clf.predict(frame[list(frame.columns[::-1])])
+    with pytest.raises(ValueError, match="expecting 7 features"):
+        clf.predict(_chunked(X[:, :3]))
+    fitted_on_pandas = de.LogisticRegression(tol=1e-3, backend="inprocess").fit(frame, y)
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        fitted_on_pandas.predict(reordered)
+
+
+def test_predictions_on_a_dataframe_of_unknown_lengths_stay_lazy(fertility, client):
+    X, y, frame = fertility
+    clf = de.LogisticRegression(tol=1e-3, backend="inprocess").fit(frame, y)
+    ddf = dd.from_pandas(frame.assign(row=np.arange(len(frame))), npartitions=4)
+    filtered = ddf[ddf.row % 3 != 0][list(frame.columns)]
+    pred = clf.predict(filtered)
+    assert isinstance(pred, da.Array)
+    assert np.isnan(pred.chunks[0]).all()    # nothing computed to learn them
+    kept = frame[np.arange(len(frame)) % 3 != 0]
+    np.testing.assert_array_equal(pred.compute(), clf.predict(kept))
+
+
+def test_in_memory_labels_go_with_dask_rows(fertility, client):
+    X, y, _ = fertility
+    a = de.LogisticRegression(tol=1e-6, random_state=0).fit(_chunked(X), y)
+    b = de.LogisticRegression(tol=1e-6, random_state=0).fit(_chunked(X), _chunked(y))
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-4, atol=1e-6)
+
+
+def test_empty_partitions_of_a_filtered_dataframe_are_skipped(fertility, client):
+    X, y, frame = fertility
+    data = frame.assign(label=y, row=np.arange(len(y)))
+    ddf = dd.from_pandas(data, npartitions=4)                 # 500 rows each
+    kept = ddf[(ddf.row < 500) | (ddf.row >= 1000)]         # the second one empties
+    assert kept.map_partitions(len).compute().tolist() == [500, 0, 500, 500]
+    columns = list(frame.columns)
+    clf = de.LogisticRegression(tol=1e-4).fit(kept[columns], kept.label)
+    rest = data[(data.row < 500) | (data.row >= 1000)]
+    ref = de.LogisticRegression(tol=1e-8, backend="inprocess").fit(rest[columns], rest.label)
+    assert clf.score(rest[columns], rest.label) == pytest.approx(
+        ref.score(rest[columns], rest.label), abs=0.01)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("continuous labels", "Unknown label type: continuous"),
+    ("NaN label", "Input y contains NaN"),
+    ("negative weights", "Negative values in data passed to `sample_weight`"),
+    ("zero weights", "at least one non-zero number"),
+    ("unknown class in class_weight", r"The classes, \[1\], are not in class_weight"),
+])
+def test_bad_dask_labels_and_weights_get_scikit_learns_errors(fertility, client, case,
+                                                              message):
+    X, y, _ = fertility
+    labels, weights, kw = y.astype(float), None, {}
+    if case == "continuous labels":
+        labels = X[:, 2] + 0.5
+    elif case == "NaN label":
+        labels[7] = np.nan
+    elif case == "negative weights":
+        weights = -np.ones(len(y))
+    elif case == "zero weights":
+        weights = np.zeros(len(y))
+    else:
+        kw["class_weight"] = {0: 1.0, 7: 2.0}
+    args = (labels,) if weights is None else (labels, weights)
+    for make in (lambda a: a, _chunked):      # in memory, then dask: the same error
+        with pytest.raises(ValueError, match=message):
+            de.LogisticRegression(backend="dask", **kw).fit(
+                make(X), *[make(a) for a in args])
+
+
+def test_balanced_class_weights_count_sample_weights_as_scikit_learn_does(fertility):
+    X, y, _ = fertility
+    w = np.random.default_rng(0).uniform(0.2, 3.0, size=len(y))
+    ours = de.LogisticRegression(C=0.3, class_weight="balanced", fit_intercept=False,
+                                 tol=1e-9, max_iter=5000, backend="inprocess").fit(
+        X, y, sample_weight=w)
+    ref = SkLogisticRegression(C=0.3, class_weight="balanced", fit_intercept=False,
+                               solver="liblinear", tol=1e-10, max_iter=10000).fit(
+        X, y, sample_weight=w)
+    scale = np.abs(ref.coef_).max()
+    assert np.abs(ours.coef_ - ref.coef_).max() <= 1e-4 * scale
+    # counting rows instead of weights would be another problem
+    classes, rows = np.unique(y, return_counts=True)
+    by_rows = dict(zip(classes, len(y) / (len(classes) * rows)))
+    other = de.LogisticRegression(C=0.3, class_weight=by_rows, fit_intercept=False,
+                                  tol=1e-9, max_iter=5000, backend="inprocess").fit(
+        X, y, sample_weight=w)
+    assert np.abs(other.coef_ - ref.coef_).max() > 1e-3 * scale
+
+
+def test_a_closed_client_is_refused(fertility, cluster):
+    X, y, _ = fertility
+    own = Client(cluster, set_as_default=False)
+    own.close()
+    with pytest.raises(ValueError, match="client is closed"):
+        de.LogisticRegression(client=own).fit(X, y)
