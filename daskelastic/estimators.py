@@ -528,9 +528,10 @@ _COMMON_TAIL = """
         features; ``"auto"`` turns it on for two or more workers (for Ridge
         also on one, where plain SDCA needs hundreds of rounds once ``alpha``
         is small against ``‖x‖²``) and adapts ``κ`` from
-        ``0.25 · sqrt(λ · mean ‖x_i‖²)``; logistic regression starts
-        without it and switches it on when the rounds slow down (see the
-        *Algorithms* page).  A float fixes the factor and accelerates from the
+        ``0.25 · sqrt(λ · mean ‖x_i‖²)``; logistic regression, and every
+        classifier on one worker, starts without it and switches it on when
+        the rounds slow down (at a large ``C``, say; see the *Algorithms*
+        page).  A float fixes the factor and accelerates from the
         first round; ``"none"`` or None turns it off.
     straggler_policy : {"wait", "backup", "dynamic", "preempt"} or \
 daskelastic.policies.StragglerPolicy, default="preempt"

@@ -4,6 +4,7 @@ import itertools
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 import daskelastic as de
 from daskelastic import driver
@@ -100,6 +101,30 @@ def test_logistic_starts_plain_and_accelerates_when_the_rounds_slow(flights_smal
     assert len(auto.history_) < len(catalyst.history_)
     p, p_catalyst = auto.history_[-1]["primal"], catalyst.history_[-1]["primal"]
     assert auto.duality_gap_ <= 1e-5 and abs(p - p_catalyst) <= 2e-5 * p_catalyst
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge", "hinge"])
+def test_one_worker_switches_the_acceleration_on_when_plain_rounds_stall(
+        fertility_small, loss):
+    """At a large C plain SDCA crawls on one worker; "auto" hands over to Catalyst."""
+    X, y = fertility_small
+    common = dict(C=100.0, fit_intercept=False, tol=1e-6, max_iter=300,
+                  backend="inprocess", random_state=0)
+
+    def fit(**kw):
+        if loss == "logistic":
+            return de.LogisticRegression(**common, **kw).fit(X, y)
+        return de.LinearSVC(loss=loss, **common, **kw).fit(X, y)
+
+    auto = fit()
+    kappa = np.array([h["kappa"] for h in auto.history_])
+    switch = int(np.argmax(kappa > 0))
+    assert kappa[0] == 0 and switch > 6 and np.all(kappa[switch:] > 0)
+    assert auto.duality_gap_ <= 1e-6 and len(auto.history_) < 100   # 26-70 rounds
+    with pytest.warns(ConvergenceWarning):
+        plain = fit(acceleration="none")                         # 1,500 not enough
+    assert plain.duality_gap_ > 1e-6
+    assert auto.history_[-1]["primal"] <= plain.history_[-1]["primal"] * (1 + 1e-6)
 
 
 def _longest_proximal_problem(history):
