@@ -929,7 +929,7 @@ def _plain_stalled(gaps, loss):
     >>> from daskelastic.losses import HINGE, LOGISTIC
     >>> _plain_stalled([1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01], LOGISTIC)
     False
-    >>> _plain_stalled([1.0, 0.5, 0.4, 0.39, 0.38, 0.37, 0.36], LOGISTIC)
+    >>> _plain_stalled([1.0, 0.5, 0.4, 0.39, 0.38, 0.37, 0.36, 0.35], LOGISTIC)
     True
     >>> _plain_stalled([1e-3, 4e-3] * 7, HINGE)
     True

@@ -55,6 +55,7 @@ def _inputs(X, y):
 
 @pytest.mark.parametrize("kind", ["numpy", "scipy.sparse", "dask array", "dask sparse array",
                                   "dask dataframe"])
+@pytest.mark.filterwarnings("ignore:X does not have valid feature names")  # the dataframe's
 def test_distributed_fit_reaches_the_same_optimum(kind, table, reference, client):
     X, y = table
     Xin, yin = _inputs(X, y)[kind]
