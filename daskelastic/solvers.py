@@ -1472,6 +1472,16 @@ class ChunkSolver:
             logistic_gap_sums(Y, sw, alpha, margins, logistic_start(Y, sw, alpha)[0], sums)
         return tuple(float(v) for v in sums)
 
+    def prepare(self):
+        """Pack the rows held now into the solver's layout (the next round would).
+
+        A fit does it once its data is loaded, so that its first round is not
+        longer than the others: a straggler policy would read the packing as
+        a slow worker.
+        """
+        if self.n_rows:
+            self._pack()
+
     def row_sq_norm_sum(self):
         """``Σ ‖x_i‖²`` over the rows held (without the intercept feature).
 

@@ -171,6 +171,10 @@ class RoundActor:
         """Apply a settlement outside a round (in the actor thread, after any round)."""
         _settle(self.worker_solver(), settlement)
 
+    def prepare(self):
+        """Pack the rows held before the first round (``ChunkSolver.prepare``)."""
+        self.worker_solver().prepare()
+
     def worker_solver(self):
         """This fit's solver on this worker."""
         return getattr(self.worker, _REGISTRY_ATTR, {})[self.fit_id]
@@ -187,6 +191,11 @@ class RoundActor:
 def settle(fit_id, settlement):
     """Apply a settlement outside a round (end of fit)."""
     _settle(_solver(fit_id), settlement)
+
+
+def prepare(fit_id):
+    """Pack this worker's rows before the first round (``ChunkSolver.prepare``)."""
+    _solver(fit_id).prepare()
 
 
 def alpha_sum(fit_id, n_features):
@@ -503,6 +512,23 @@ class DaskBackend(Backend):
             raise error.with_traceback(None) from None
         self.placement = {w: c for w, c in plan.items() if c}
         self.publish()
+        self._prepare()
+
+    def _prepare(self):
+        """Have every worker pack its rows now, not in the first round.
+
+        A first round that packs takes longer, unevenly, and the default
+        straggler policy cut it: on the flights table, 2 workers, a fit to
+        ``tol=1e-3`` then took up to 41 rounds instead of 25.
+        """
+        if self.transport != "actor":
+            self._on_each(prepare)
+            return
+        with self.client.as_current():
+            self._ensure_actors()
+            calls = [self._actors[a].prepare() for a in self.placement]
+            for call in calls:
+                call.result()
 
     @property
     def available_workers(self):
