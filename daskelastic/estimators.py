@@ -10,6 +10,7 @@ import contextlib
 import copy
 import inspect
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -216,6 +217,10 @@ class _CoCoABase(BaseEstimator):
                 if self.n_workers is not None:
                     all_workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
                     workers = all_workers[: self.n_workers]
+                    if len(all_workers) < self.n_workers:
+                        warnings.warn(f"n_workers={self.n_workers}, but the cluster has "
+                                      f"{len(all_workers)} workers: fitting on those",
+                                      UserWarning, stacklevel=3)
                 backend = DaskBackend(client, problem, workers=workers,
                                       owns_cluster=owns_cluster)
                 if dask_input:
@@ -495,7 +500,8 @@ _COMMON_TAIL = """
         ``cluster_model`` (``history_`` times are virtual seconds).
     n_workers : int, optional
         Workers to use (all of the cluster's by default; the size of an
-        embedded cluster; one for ``"inprocess"``).
+        embedded cluster; one for ``"inprocess"``).  More than the cluster
+        has: a warning, and the fit uses those it has.
     chunks_per_worker : int, optional
         Row chunks per worker for numpy / scipy.sparse input
         (``daskelastic.chunks-per-worker``, 4, by default).  Dask input keeps

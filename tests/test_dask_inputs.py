@@ -155,3 +155,10 @@ def test_a_closed_client_is_refused(fertility, cluster):
     own.close()
     with pytest.raises(ValueError, match="client is closed"):
         de.LogisticRegression(client=own).fit(X, y)
+
+
+def test_more_workers_asked_for_than_the_cluster_has_are_a_warning(fertility, client):
+    X, y, _ = fertility
+    with pytest.warns(UserWarning, match="n_workers=3, but the cluster has 2 workers"):
+        clf = de.LogisticRegression(n_workers=3, tol=1e-3, backend="dask").fit(X, y)
+    assert clf.history_[-1]["n_workers"] == 2
