@@ -358,6 +358,17 @@ def write_results(name, results, csv_rows, log, plot, title):
     log(f"wrote {base}.{{json,csv,txt,png}}")
 
 
+def bars_base_vs_now(ax, now, base=None):
+    """Bars of ``now``, with ``base`` beside them when given; returns their x positions."""
+    x = np.arange(len(now))
+    if base:
+        ax.bar(x - 0.2, base, 0.4, label="base")
+        ax.bar(x + 0.2, now, 0.4, label="this checkout")
+    else:
+        ax.bar(x, now, 0.6, label="this checkout")
+    return x
+
+
 def save_figure(fig, path, title):
     """Title, lay out and write a results figure (110 dpi, as every plot here)."""
     fig.suptitle(title, fontsize=9)
@@ -370,6 +381,32 @@ def read_results(names):
     import json
 
     return [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
+
+
+def start_log(name):
+    """``(log, env)``: a :class:`Tee` that has printed the run's header, and :func:`environment`."""
+    log = Tee()
+    env = environment()
+    log(f"{name}  {env['time']}  cpus={env['cpus']}  loadavg={env['loadavg']}  "
+        f"daskelastic sources {env['daskelastic_code']['sha1']}")
+    return log, env
+
+
+def add_checkout_args(ap, what, alternations):
+    """``--base`` and ``--alternations`` of a side-by-side run, and the hidden ``--worker``."""
+    import argparse
+
+    ap.add_argument("--base", help=f"another checkout to time the same {what} on")
+    ap.add_argument("--alternations", type=int, default=alternations,
+                    help="turns each checkout takes with --base")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+
+
+def print_checkout_result(key, value):
+    """Print what :func:`run_in_checkout` reads: ``value`` and where daskelastic came from."""
+    import daskelastic
+
+    print(json.dumps({key: value, "imported": str(Path(daskelastic.__file__).parent)}))
 
 
 def run_in_checkout(script, path, args=(), env=None):

@@ -33,7 +33,6 @@ Writes ``benchmarks/results/bench_epochs.{txt,csv,json,png}``
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -123,13 +122,9 @@ def plot(results, path, title):
     import matplotlib.pyplot as plt
 
     names = list(results["now"])
-    x = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    if results.get("base"):
-        ax.bar(x - 0.2, [results["base"]["ms"][n] for n in names], 0.4, label="base")
-        ax.bar(x + 0.2, [results["now"][n] for n in names], 0.4, label="this checkout")
-    else:
-        ax.bar(x, [results["now"][n] for n in names], 0.6, label="this checkout")
+    base = [results["base"]["ms"][n] for n in names] if results.get("base") else None
+    x = cm.bars_base_vs_now(ax, [results["now"][n] for n in names], base)
     ax.set_xticks(x, [n.replace(" (", "\n(") for n in names], fontsize=7)
     ax.set_ylabel("ms per local epoch")
     ax.legend(fontsize=8)
@@ -139,24 +134,15 @@ def plot(results, path, title):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--base", help="another checkout to time the same epochs on")
-    ap.add_argument("--alternations", type=int, default=3,
-                    help="turns each checkout takes with --base")
     ap.add_argument("--C", type=float, default=None,
                     help="the problems' C (default 100/n, an easy problem)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    cm.add_checkout_args(ap, "epochs", 3)
     args = ap.parse_args()
     if args.worker:
-        import daskelastic
-
-        out = epoch_ms(args.repeats, args.C)
-        print(json.dumps({"ms": out, "imported": str(Path(daskelastic.__file__).parent)}))
+        cm.print_checkout_result("ms", epoch_ms(args.repeats, args.C))
         return
     cm.preload_daskelastic()
-    log = cm.Tee()
-    env = cm.environment()
-    log(f"bench_epochs  {env['time']}  cpus={env['cpus']}  loadavg={env['loadavg']}  "
-        f"daskelastic sources {env['daskelastic_code']['sha1']}")
+    log, env = cm.start_log("bench_epochs")
     base = None
     if args.base:
         base_all, now_all, imported = alternate(args.base, args.repeats, args.alternations,

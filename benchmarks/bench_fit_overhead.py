@@ -26,7 +26,6 @@ Writes ``benchmarks/results/bench_fit_overhead.{txt,csv,json,png}``.
 """
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -103,14 +102,9 @@ def plot(results, path, title):
     import matplotlib.pyplot as plt
 
     names = list(results["now"])
-    x = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    now = [results["now"][n]["wall_ms"] for n in names]
-    if results.get("base"):
-        ax.bar(x - 0.2, [results["base"][n]["wall_ms"] for n in names], 0.4, label="base")
-        ax.bar(x + 0.2, now, 0.4, label="this checkout")
-    else:
-        ax.bar(x, now, 0.6, label="this checkout")
+    base = [results["base"][n]["wall_ms"] for n in names] if results.get("base") else None
+    x = cm.bars_base_vs_now(ax, [results["now"][n]["wall_ms"] for n in names], base)
     ax.set_xticks(x, [n.replace(", ", "\n", 1) for n in names], fontsize=7)
     ax.set_yscale("log")
     ax.set_ylabel("ms per fit (median)")
@@ -129,21 +123,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--full", action="store_true", help="also fit the whole table")
-    ap.add_argument("--base", help="another checkout to time the same fits on")
-    ap.add_argument("--alternations", type=int, default=2,
-                    help="turns each checkout takes with --base")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    cm.add_checkout_args(ap, "fits", 2)
     args = ap.parse_args()
     if args.worker:
-        import daskelastic
-
-        out = fit_walls(args.repeats, args.full)
-        print(json.dumps({"fits": out, "imported": str(Path(daskelastic.__file__).parent)}))
+        cm.print_checkout_result("fits", fit_walls(args.repeats, args.full))
         return
-    log = cm.Tee()
-    env = cm.environment()
-    log(f"bench_fit_overhead  {env['time']}  cpus={env['cpus']}  loadavg={env['loadavg']}  "
-        f"daskelastic sources {env['daskelastic_code']['sha1']}")
+    log, env = cm.start_log("bench_fit_overhead")
     base = None
     if args.base:
         base_runs, now_runs, imported = alternate(args.base, args.repeats,

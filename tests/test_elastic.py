@@ -328,7 +328,6 @@ def _uniform_then_balanced(client, table):
     last = balanced.history[-1]
     slow = sorted(last["worker_rows"])[0]     # FixedSlowdown([0]): the first address
     share = last["worker_rows"][slow] / sum(last["worker_rows"].values())
-    assert 0.2 <= share <= 0.42     # the realised slowdown is ≥ 2× on a loaded machine
     # compare the same number of rounds, all on the final placement: a rebalance
     # that came late (its gain is measured over 5 rounds first) must not mix
     # rounds of the uniform placement into the "balanced" median
@@ -359,7 +358,7 @@ def _uniform_then_balanced(client, table):
         seconds = solver_seconds(history).values()
         return max(seconds) / min(seconds)
 
-    return imbalance(uniform_rounds), imbalance(after)
+    return imbalance(uniform_rounds), imbalance(after), share
 
 
 @pytest.mark.slow   # 120,000 rows on a 2-worker cluster, twice (four times on a retry)
@@ -367,11 +366,15 @@ def test_a_slow_worker_gets_less_data_and_the_solver_times_even_out(larger_table
     """Must-hold 4: one worker 2× slower throughout; chunk share follows speed."""
     with _cluster(2) as cluster, Client(cluster) as client, \
             inject_stragglers(FixedSlowdown([0], 2.0)):
-        uneven_uniform, uneven_balanced = _uniform_then_balanced(client, larger_table)
-        if not uneven_balanced < 0.85 * uneven_uniform:
+        uneven_uniform, uneven_balanced, share = _uniform_then_balanced(client, larger_table)
+        if not (uneven_balanced < 0.85 * uneven_uniform and 0.2 <= share <= 0.42):
             # ~15 ms rounds of two workers and a driver on 2 cores: one pair of
-            # fits can be disturbed by the machine; the same pair again must show it
-            uneven_uniform, uneven_balanced = _uniform_then_balanced(client, larger_table)
+            # fits can be disturbed by the machine (in CI runs the slow worker
+            # was once measured 5x slower and kept 1/6 of the rows); the same
+            # pair again must show it
+            uneven_uniform, uneven_balanced, share = _uniform_then_balanced(
+                client, larger_table)
+    assert 0.2 <= share <= 0.42     # the realised slowdown is ≥ 2× on a loaded machine
     # measured 1.57-1.71 uniform against 1.03-1.31 balanced, idle or loaded
     assert uneven_balanced < 0.85 * uneven_uniform
 
