@@ -579,7 +579,11 @@ _ATTRS_DOC = """
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when ``X`` has string column names.
     history_ : list of dict
-        One entry per round: ``round``, ``time`` (seconds since the fit
+        One entry per round, ``n_iter_ + 1`` in all: the last is the round
+        whose start met ``tol`` (or the one after ``max_iter`` rounds), whose
+        proposals are discarded (its ``step`` is 0); ``duality_gap_`` is its
+        gap.  The keys: ``round``, ``worker_rows`` (rows each worker holds),
+        ``time`` (seconds since the fit
         began), ``duality_gap`` (relative, of the iterate the round started
         from), ``gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
         ``n_dropped``, ``n_preempted``, ``n_backup``, ``steps``, ``sigma``
