@@ -292,18 +292,15 @@ class _CoCoABase(BaseEstimator):
         # the feature names of a dask dataframe, and the number of features
         validate_data(self, _columns_of(X), reset=True, skip_check_array=True)
         X = Xa
-        if _is_dask_collection(y):
-            y = _dask_to_array(y, "y")
-            if self._is_classifier() and y.ndim == 2 and y.shape[1] == 1:
-                y = y[:, 0]
-        else:   # in memory: cut as X is
-            y = np.asarray(y)
-            if y.ndim == 0 or y.shape[0] != X.shape[0]:
-                raise ValueError(f"X has {X.shape[0]} rows but y has "
-                                 f"{y.shape[0] if y.ndim else 0}")
+        y_dask = _is_dask_collection(y)
+        y = _dask_to_array(y, "y") if y_dask else np.asarray(y)
+        n_y = y.shape[0] if y.ndim else 0
+        if n_y != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {n_y}")
+        if not y_dask:    # in memory: cut as X is
             y = da.from_array(y, chunks=(X.chunks[0],) + y.shape[1:])
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+        elif self._is_classifier() and y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
         if X.shape[0] == 0:
             raise ValueError("cannot fit on empty input")
         # one chunk of columns; no empty row blocks (a filtered dataframe's

@@ -406,6 +406,12 @@ def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums
             sums[2] += alpha[i, k] * zw[k]
 
 
+def sq_norm_sum(X):
+    """``Σ ‖x_i‖²`` over the rows of a dense or sparse matrix (in float64)."""
+    data = X.data if sp.issparse(X) else X
+    return float(np.sum(np.square(data, dtype=np.float64)))
+
+
 class Workspace:
     """Arrays a worker reuses from round to round instead of allocating them.
 
@@ -1492,9 +1498,7 @@ class ChunkSolver:
         """
         if self.n_rows == 0:
             return 0.0
-        X = self._pack()[0]
-        data = X.data if sp.issparse(X) else X
-        return float(np.sum(np.square(data, dtype=np.float64)))
+        return sq_norm_sum(self._pack()[0])
 
     def weighted_alpha_sum(self, d):
         """``Σ α_i x_i`` over the rows held, with the committed ``α``.

@@ -28,7 +28,7 @@ from distributed.utils import TimeoutError as DaskTimeoutError
 from .. import adaptive, config
 from ..driver import Backend, WorkersLost
 from ..placement import assign_chunks
-from ..solvers import ChunkSolver
+from ..solvers import ChunkSolver, sq_norm_sum
 
 __all__ = ["DaskBackend"]
 
@@ -70,18 +70,18 @@ def _settle(solver, settlement):
 def load_chunks(fit_id, problem, *chunks):
     """Add in-memory chunks to this worker's solver.
 
-    Returns their rows and ``Σ ‖x_i‖²`` over them.
+    Returns ``Σ ‖x_i‖²`` over their rows.
     """
     solver = _solver(fit_id, problem)
     for c in chunks:
         solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight)
-    return sum(c.n_rows for c in chunks), sum(_sq_norm_sum(c.X) for c in chunks)
+    return sum(sq_norm_sum(c.X) for c in chunks)
 
 
 def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None):
     """Validate and encode one block of a dask collection, and hold it as a chunk.
 
-    Returns the block's rows and ``Σ ‖x_i‖²`` over them.
+    Returns ``Σ ‖x_i‖²`` over the block's rows.
     """
     X = _as_chunk_matrix(X)
     Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
@@ -90,13 +90,7 @@ def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None):
         raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
     solver = _solver(fit_id, problem)
     solver.add_chunk(chunk_id, X, Y, sw)
-    return X.shape[0], _sq_norm_sum(X)
-
-
-def _sq_norm_sum(X):
-    """``Σ ‖x_i‖²`` over the rows of a dense or sparse matrix."""
-    data = X.data if sp.issparse(X) else X
-    return float(np.sum(np.square(data, dtype=np.float64)))
+    return sq_norm_sum(X)
 
 
 def _as_chunk_matrix(X):
@@ -500,7 +494,7 @@ class DaskBackend(Backend):
         error = None
         try:
             loaded = self.client.gather(loads)
-            self._sq_norm_sum = float(sum(sq for _, sq in loaded))
+            self._sq_norm_sum = float(sum(loaded))
         except Exception as e:  # noqa: BLE001 - re-raised below, without references
             error = e
         self.client.cancel(loads, force=True)
@@ -524,9 +518,16 @@ class DaskBackend(Backend):
         if self.transport != "actor":
             self._on_each(prepare)
             return
+        self._on_each_actor("prepare", {a: () for a in self.placement})
+
+    def _on_each_actor(self, method, args):
+        """Call ``method`` of the actors of ``args``' workers with their args; wait for all.
+
+        The calls go straight to the workers, which run them after any round.
+        """
         with self.client.as_current():
             self._ensure_actors()
-            calls = [self._actors[a].prepare() for a in self.placement]
+            calls = [getattr(self._actors[a], method)(*a_args) for a, a_args in args.items()]
             for call in calls:
                 call.result()
 
@@ -937,13 +938,8 @@ class DaskBackend(Backend):
         if self.transport != "actor":
             self._on_each(settle, per_worker=settlements)
             return
-        # straight to the workers' actors, which run it after any round
-        with self.client.as_current():
-            self._ensure_actors()
-            calls = [self._actors[a].settle(s) for a, s in settlements.items()
-                     if s is not None and a in self.placement]
-            for call in calls:
-                call.result()
+        self._on_each_actor("settle", {a: (s,) for a, s in settlements.items()
+                                       if s is not None and a in self.placement})
 
     def row_sq_norm_sum(self):
         # the rows stay the same when chunks move or are re-read: the load
