@@ -202,7 +202,7 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
             sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc,
             rtol)
-        if delta != 0.0:
+        if delta != 0.0:   # (unlike _sdca_csr_1: skipping d columns pays)
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
             for j in range(d):
@@ -262,25 +262,22 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
                 zd[k] += xij * dw[j, k]
         q = sigma * sq * inv_lam_n
         c = sw[i]
-        any_change = False
         gap = offset + s < n
         for k in range(m):
             delta, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
                 gap, Z, U, i, k, loss_acc, dual_acc, az_acc, rtol)
             coef[k] = delta * inv_lam_n
-            if delta != 0.0:
-                dalpha[i, k] += delta
-                any_change = True
-        if any_change:
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                xij = data[p]
-                for k in range(m):
-                    dw[j, k] += coef[k] * xij
-            if icpt != 0.0:
-                for k in range(m):
-                    dw[d, k] += coef[k] * icpt
+            dalpha[i, k] += delta
+        # unconditional, even when no dual value moved (see _sdca_csr_1)
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            xij = data[p]
+            for k in range(m):
+                dw[j, k] += coef[k] * xij
+        if icpt != 0.0:
+            for k in range(m):
+                dw[d, k] += coef[k] * icpt
         done += 1
     sums[0] += loss_acc
     sums[1] += dual_acc
@@ -342,13 +339,16 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
             sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc,
             rtol)
-        if delta != 0.0:
-            dalpha[i, 0] += delta
-            coef = delta * inv_lam_n
-            for p in range(indptr[i], indptr[i + 1]):
-                dw1[indices[p]] += coef * data[p]
-            if icpt != 0.0:
-                dw1[d] += coef * icpt
+        # Unconditional, even when the step left the dual value where it was:
+        # a branch on ``delta != 0`` mispredicts on the hinge losses (whose
+        # dual values sit at a bound for many rows) and each miss flushes the
+        # update already under way; adding zeros costs less.
+        dalpha[i, 0] += delta
+        coef = delta * inv_lam_n
+        for p in range(indptr[i], indptr[i + 1]):
+            dw1[indices[p]] += coef * data[p]
+        if icpt != 0.0:
+            dw1[d] += coef * icpt
         done += 1
     sums[0] += loss_acc
     sums[1] += dual_acc
