@@ -49,6 +49,33 @@ def _is_dask_collection(X):
     return is_dask_collection(X)
 
 
+def _numpy_dtype(dtype):
+    """The numpy dtype scikit-learn converts a pandas extension dtype to; None for numpy's.
+
+    Strings become ``object``, nullable integers, floats and booleans
+    ``float64`` (``pd.NA`` becoming NaN), a categorical its categories' dtype.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from daskelastic.estimators import _numpy_dtype
+    >>> [_numpy_dtype(pd.Series([1], dtype=t).dtype) for t in ("Int64", "boolean", "string")]
+    [dtype('float64'), dtype('float64'), dtype('O')]
+    >>> _numpy_dtype(pd.Series([3, 5], dtype="category").dtype), _numpy_dtype(np.dtype("int8"))
+    (dtype('int64'), None)
+    """
+    import pandas as pd
+
+    if isinstance(dtype, pd.CategoricalDtype):
+        inner = dtype.categories.dtype
+        return _numpy_dtype(inner) or inner
+    if isinstance(dtype, np.dtype):
+        return None
+    if isinstance(dtype, pd.StringDtype) or getattr(dtype, "kind", "O") not in "iufb":
+        return np.dtype(object)
+    return np.dtype(np.float64)
+
+
 def _dask_to_array(X, name, lengths=True):
     """A dask array from a dask array/dataframe/series, with known row chunks if ``lengths``.
 
@@ -59,6 +86,18 @@ def _dask_to_array(X, name, lengths=True):
     import dask.dataframe as dd
 
     if isinstance(X, (dd.DataFrame, dd.Series)):
+        # pandas extension dtypes become the numpy arrays scikit-learn makes of
+        # them: to_dask_array would give object arrays (with a UserWarning),
+        # which type_of_target calls "unknown" when they hold numbers
+        if isinstance(X, dd.Series):
+            plain = _numpy_dtype(X.dtype)
+            if plain is not None:
+                X = X.astype(plain)
+        else:
+            plain = {c: _numpy_dtype(t) for c, t in X.dtypes.items()}
+            plain = {c: t for c, t in plain.items() if t is not None}
+            if plain:
+                X = X.astype(plain)
         X = X.to_dask_array(lengths=True if lengths else None)
     if not isinstance(X, da.Array):
         raise TypeError(f"{name}: unsupported dask collection {type(X).__name__}")
@@ -189,6 +228,9 @@ class _CoCoABase(BaseEstimator):
             n_values = X.nnz if sp.issparse(X) else X.size
         if n < 1:
             raise ValueError("cannot fit on empty input")
+        # w is float64 whatever X's dtype; Ridge rounds its attributes to
+        # float32 for float32 X, as scikit-learn's Ridge gives them
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
         icpt = float(self.intercept_scaling) if self.fit_intercept else 0.0
         problem = Problem(loss=loss_code(self._loss_name()),
                           lam=lambda_from_C(self._C(), n), n_samples=n,
@@ -251,7 +293,7 @@ class _CoCoABase(BaseEstimator):
                 monitor.finish(result)
             finally:
                 backend.close()
-        self._set_fitted(result, encoder, problem)
+        self._set_fitted(result, encoder, problem, dtype)
         return self
 
     def _simulated_backend(self, X, Y, sw, problem, chunks_per_worker, dask_input):
@@ -331,10 +373,13 @@ class _CoCoABase(BaseEstimator):
             # without computing anything
             validate_data(self, _columns_of(X), reset=False, skip_check_array=True)
             Xa = _dask_to_array(X, "X", lengths=False).rechunk({1: -1})
+            if Xa.dtype not in (np.float32, np.float64):   # as validate_data does
+                Xa = Xa.astype(np.float64)
             one = self.coef_.ndim == 1 or self.coef_.shape[0] == 1
             kwargs = {"drop_axis": 1} if one else {"chunks": (Xa.chunks[0], (self.coef_.shape[0],))}
             return Xa.map_blocks(_block_decision, self.coef_, self.intercept_,
-                                 dtype=np.float64, **kwargs)
+                                 dtype=np.result_type(Xa.dtype, self.coef_.dtype),
+                                 **kwargs)
         X = validate_data(self, X, accept_sparse="csr", reset=False,
                           dtype=[np.float64, np.float32])
         return _block_decision(X, self.coef_, self.intercept_)
@@ -427,7 +472,8 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
-    def _set_fitted(self, result, encoder, problem):
+    def _set_fitted(self, result, encoder, problem, dtype):
+        # float64 whatever ``dtype`` (X's), as liblinear's coefficients
         self.classes_ = encoder.classes
         d = problem.n_features
         w = result.w
@@ -616,9 +662,12 @@ class LogisticRegression(_ClassifierBase):
     classes_ : ndarray of shape (n_classes,)
         Class labels.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-        Coefficients.
+        Coefficients, float64 also for float32 ``X`` (and so are
+        ``decision_function`` and ``predict_proba``), as scikit-learn's
+        ``solver="liblinear"``, whose problem this is, gives; its other
+        solvers, the default ``"lbfgs"`` among them, give float32.
     intercept_ : ndarray of shape (1,) or (n_classes,)
-        Intercepts (zeros without ``fit_intercept``).
+        Intercepts (zeros without ``fit_intercept``), float64.
 {_ATTRS_DOC}
     See Also
     --------
@@ -754,9 +803,10 @@ class LinearSVC(_ClassifierBase):
     classes_ : ndarray of shape (n_classes,)
         Class labels.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-        Coefficients.
+        Coefficients, float64 also for float32 ``X`` (and so is
+        ``decision_function``), as scikit-learn's LinearSVC gives.
     intercept_ : ndarray of shape (1,) or (n_classes,)
-        Intercepts (zeros without ``fit_intercept``).
+        Intercepts (zeros without ``fit_intercept``), float64.
 {_ATTRS_DOC}
     See Also
     --------
@@ -849,9 +899,15 @@ class Ridge(RegressorMixin, _CoCoABase):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
-        Coefficients.
+        Coefficients; shape (n_features,) for one target, ``y`` of shape
+        (n,) or (n, 1), as in scikit-learn.  float32 for float32 ``X`` (the
+        solver computes in float64 and rounds them), as scikit-learn's Ridge
+        gives; float64 otherwise.
     intercept_ : float or ndarray of shape (n_targets,)
-        Intercepts, including the targets' weighted mean.
+        Intercepts, including the targets' weighted mean: a scalar for ``y``
+        of shape (n,), an array for ``y`` of shape (n, n_targets) (also
+        (n, 1)), of the dtype of ``coef_``; ``0.0`` without
+        ``fit_intercept``.
 {_ATTRS_DOC}
     See Also
     --------
@@ -936,15 +992,23 @@ class Ridge(RegressorMixin, _CoCoABase):
             _check_weights(*da.compute(sample_weight.min(), sample_weight.sum()))
         return TargetEncoder(offset=offset, n_targets=y2.shape[1])
 
-    def _set_fitted(self, result, encoder, problem):
+    def _set_fitted(self, result, encoder, problem, dtype):
+        # scikit-learn's shapes and types: one target (y of shape (n,) or
+        # (n, 1)) has coefficients of shape (d,); the intercept is a scalar
+        # for y of shape (n,), else an array, and 0.0 without fit_intercept
         d = problem.n_features
         w = result.w
-        coef = np.ascontiguousarray(w[:d].T)
+        coef = np.ascontiguousarray(w[:d].T, dtype=dtype)
         intercept = problem.intercept_scaling * w[d]
         if encoder.offset is not None:
             intercept = intercept + encoder.offset
-        if self._y_ndim == 1:
-            coef, intercept = coef[0], float(intercept[0])
+        intercept = intercept.astype(dtype)
+        if coef.shape[0] == 1:
+            coef = coef[0]
+        if not self.fit_intercept:
+            intercept = 0.0
+        elif self._y_ndim == 1:
+            intercept = intercept[0]
         self.coef_ = coef
         self.intercept_ = intercept
         self.n_iter_ = np.array([result.n_iter])
@@ -981,7 +1045,8 @@ class Ridge(RegressorMixin, _CoCoABase):
         Returns
         -------
         ndarray or dask array of shape (n,) or (n, n_targets)
-            Predicted targets.
+            Predicted targets, of shape (n,) for one target (as ``coef_``);
+            float32 when ``X`` and ``coef_`` both are, else float64.
         """
         return self._decision(X)
 
