@@ -478,7 +478,8 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         d = problem.n_features
         w = result.w
         self.coef_ = np.ascontiguousarray(w[:d].T)
-        self.intercept_ = problem.intercept_scaling * w[d]
+        # 0.0 without an intercept, as scikit-learn's LinearSVC and liblinear give
+        self.intercept_ = problem.intercept_scaling * w[d] if self.fit_intercept else 0.0
         self.n_iter_ = np.array([result.n_iter])
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
@@ -666,8 +667,9 @@ class LogisticRegression(_ClassifierBase):
         ``decision_function`` and ``predict_proba``), as scikit-learn's
         ``solver="liblinear"``, whose problem this is, gives; its other
         solvers, the default ``"lbfgs"`` among them, give float32.
-    intercept_ : ndarray of shape (1,) or (n_classes,)
-        Intercepts (zeros without ``fit_intercept``), float64.
+    intercept_ : ndarray of shape (1,) or (n_classes,), or float
+        Intercepts, float64; ``0.0`` without ``fit_intercept``, as in
+        scikit-learn.
 {_ATTRS_DOC}
     See Also
     --------
@@ -805,8 +807,9 @@ class LinearSVC(_ClassifierBase):
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         Coefficients, float64 also for float32 ``X`` (and so is
         ``decision_function``), as scikit-learn's LinearSVC gives.
-    intercept_ : ndarray of shape (1,) or (n_classes,)
-        Intercepts (zeros without ``fit_intercept``), float64.
+    intercept_ : ndarray of shape (1,) or (n_classes,), or float
+        Intercepts, float64; ``0.0`` without ``fit_intercept``, as in
+        scikit-learn.
 {_ATTRS_DOC}
     See Also
     --------

@@ -92,6 +92,26 @@ def test_dtypes_are_scikit_learns(name, dtype, sparse):
     assert _dtypes(ours, X) == _dtypes(theirs.fit(X, y), X)
 
 
+@pytest.mark.parametrize("name", ["LogisticRegression", "LinearSVC"])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_classifier_intercepts_are_scikit_learns_without_an_intercept(name, n_classes):
+    # liblinear's estimators give the float 0.0 (ours gave an array of zeros)
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(90, 3))
+    y = np.arange(90) % n_classes
+    if name == "LogisticRegression":
+        ours = de.LogisticRegression(fit_intercept=False, backend="inprocess").fit(X, y)
+        theirs = (SkLogisticRegression(solver="liblinear", fit_intercept=False)
+                  if n_classes == 2 else SkLinearSVC(fit_intercept=False))   # liblinear: no 3
+    else:
+        ours = de.LinearSVC(fit_intercept=False, backend="inprocess").fit(X, y)
+        theirs = SkLinearSVC(fit_intercept=False)
+    theirs.fit(X, y)
+    assert type(ours.intercept_) is type(theirs.intercept_) is float
+    assert ours.intercept_ == theirs.intercept_ == 0.0
+    assert ours.decision_function(X).shape == theirs.decision_function(X).shape
+
+
 def test_ridge_on_a_float32_dask_array_gives_float32_lazily(regression, client):
     X, Y = regression
     X32 = da.from_array(X.astype(np.float32), chunks=(40, 4))
