@@ -652,6 +652,14 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             if kappa else 0.0
         objective = objective_from_gap(loss_sum, max(fenchel_young / n, 0.0) + mismatch,
                                        w, lam, n)
+        if not (np.isfinite(objective.primal) and np.isfinite(objective.gap)):
+            # input validation lets through finite values whose squares or
+            # products overflow (|x| ~ 1e155 and beyond): no certificate, and
+            # coefficients of NaN, would follow
+            raise ValueError(
+                f"the objective is not finite in round {round_id} (primal "
+                f"{objective.primal:.3g}, gap {objective.gap:.3g}): the values of X are "
+                "too large for float64 arithmetic; rescale X (e.g. StandardScaler)")
         proposal = sum(r.dw for r in added) if added else None
         step = gamma
         if adaptive_sigma and added:
@@ -825,8 +833,9 @@ def _elastic_controller(backend, scaling_policy, min_workers, release_workers,
     scaling = make_scaling_policy(scaling_policy, min_workers=min_workers)
     if not hasattr(backend, "move_chunks"):
         if scaling_policy is not None:
-            raise ValueError(f"scaling_policy={scaling_policy!r} needs an elastic backend "
-                             f"(Dask or simulated), not {type(backend).__name__}")
+            raise ValueError(f"scaling_policy={scaling_policy!r} needs workers to release: "
+                             "backend='dask' (or 'auto', or a client) or 'simulated', "
+                             "not a fit in this process")
         return None
     return ElasticController(backend, scaling, release_workers=release_workers,
                              max_workers=max_workers)

@@ -129,6 +129,22 @@ def _check_weights(smallest, total):
         raise ValueError("Sample weights must contain at least one non-zero number.")
 
 
+def _check_class_weights(cw, classes, balanced):
+    """A ``ValueError`` for class weights no certificate can stand on: negative,
+    infinite or NaN (``"balanced"`` with a class of total weight 0), or all 0."""
+    bad = [(c, w) for c, w in zip(classes.tolist(), np.asarray(cw, dtype=float).tolist())
+           if not (np.isfinite(w) and w >= 0)]
+    if bad and balanced:
+        raise ValueError(
+            "class_weight='balanced' needs a positive total sample weight in every "
+            f"class; these classes have none: {[c for c, _ in bad]}")
+    if bad:
+        raise ValueError("class_weight must be finite and non-negative; got "
+                         + ", ".join(f"{c!r}: {w}" for c, w in bad))
+    if not np.any(np.asarray(cw) > 0):
+        raise ValueError("class_weight gives every class the weight 0")
+
+
 def _in_context(client):
     """``client.as_current()``, or no change without a client.
 
@@ -209,6 +225,16 @@ class _CoCoABase(BaseEstimator):
         return X, y, sample_weight
 
     def _fit(self, X, y, sample_weight=None):
+        if self.client is not None:
+            from distributed import Client
+
+            if not isinstance(self.client, Client):
+                what = type(self.client).__name__
+                hint = ("pass Client(cluster)" if hasattr(self.client, "scheduler_address")
+                        else "pass Client(address)" if isinstance(self.client, str)
+                        else "pass a distributed.Client")
+                raise TypeError(f"client must be a distributed.Client or None, got {what}: "
+                                f"{hint}")
         status = getattr(self.client, "status", "running")
         if status not in ("running", "connecting"):
             raise ValueError(f"the Dask client is {status}: pass a running client, or "
@@ -242,7 +268,8 @@ class _CoCoABase(BaseEstimator):
         owns_cluster = self.client is None and current_client() is None
         with fit_session(client=self.client, backend=self.backend,
                          n_values=n_values, n_workers=self.n_workers,
-                         dask_input=dask_input) as (kind, client):
+                         dask_input=dask_input,
+                         elastic=self.scaling_policy is not None) as (kind, client):
             if kind == "inprocess":
                 from .backends.inprocess import InProcessBackend
 
@@ -255,6 +282,16 @@ class _CoCoABase(BaseEstimator):
             else:
                 from .backends.dask import DaskBackend
 
+                if owns_cluster and self.verbose:
+                    # a slower start than the user may expect: say why
+                    why = ("dask input" if dask_input else "a scaling_policy"
+                           if self.scaling_policy is not None else "backend='dask'"
+                           if self.backend == "dask" else
+                           f"{n_values:,} stored values ≥ daskelastic.embedded-threshold")
+                    k = len(client.scheduler_info(n_workers=-1)["workers"])
+                    print(f"[daskelastic] fitting on a LocalCluster of {k} "
+                          f"worker{'s' if k != 1 else ''} started for this fit ({why}; "
+                          "backend='inprocess' fits in this process)", flush=True)
                 workers = None
                 if self.n_workers is not None:
                     all_workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
@@ -435,7 +472,9 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         if self.class_weight is not None:
             # "balanced" counts the sample weights where scikit-learn does
             kw = {"sample_weight": sample_weight} if _BALANCED_COUNTS_WEIGHTS else {}
-            cw = compute_class_weight(self.class_weight, classes=classes, y=y, **kw)
+            with np.errstate(divide="ignore", invalid="ignore"):   # checked below
+                cw = compute_class_weight(self.class_weight, classes=classes, y=y, **kw)
+            _check_class_weights(cw, classes, self.class_weight == "balanced")
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
@@ -465,10 +504,13 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
             counts = np.array(dask.compute(*[
                 (y == c).sum() if weights is None else da.where(y == c, weights, 0.0).sum()
                 for c in classes]), dtype=float)
-            cw = counts.sum() / (len(classes) * counts)
+            with np.errstate(divide="ignore", invalid="ignore"):   # checked below
+                cw = counts.sum() / (len(classes) * counts)
+            _check_class_weights(cw, classes, True)
         elif self.class_weight is not None:
             # scikit-learn's checks of the dictionary's classes
             cw = compute_class_weight(self.class_weight, classes=classes, y=classes)
+            _check_class_weights(cw, classes, False)
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
@@ -525,7 +567,10 @@ _COMMON_HEAD = """
 
 _CLASS_WEIGHT_DOC = """
     class_weight : dict or "balanced", optional
-        Weights of the classes, multiplied into the sample weights."""
+        Weights of the classes, multiplied into the sample weights.  With
+        three or more classes every one-vs-rest problem weights all samples
+        so, unlike liblinear, which weights only the positive class's samples
+        (see the user guide)."""
 
 _COMMON_TAIL = """
     random_state : int, RandomState instance or None, default=None
@@ -604,7 +649,8 @@ daskelastic.policies.StragglerPolicy, default="preempt"
         workers, with their dual state, to the others and lets those workers
         go.  None keeps the workers.  A
         :class:`~daskelastic.scaling.ScalingPolicy` instance sets the policy's
-        own parameters.
+        own parameters.  With a policy, ``backend="auto"`` fits on Dask even
+        small input (an embedded cluster when there is no client).
     min_workers : int, optional
         Never scale in below this many workers (default 1).
     release_workers : "auto" or bool, default="auto"

@@ -54,7 +54,7 @@ BACKENDS = ("auto", "dask", "inprocess", "simulated")
 
 @contextlib.contextmanager
 def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
-                dask_input=False):
+                dask_input=False, elastic=False):
     """Decide where a fit runs, and provide it for the length of a ``with`` block.
 
     The decision, in this order:
@@ -66,8 +66,9 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
       current client (:func:`current_client`): ``("dask", client)``.  The
       client is used as it is and left open.
     - With no client, ``backend="auto"``, fewer than
-      ``daskelastic.embedded-threshold`` stored values and in-memory input:
-      ``("inprocess", None)``.
+      ``daskelastic.embedded-threshold`` stored values, in-memory input and
+      no ``elastic`` fit (a ``scaling_policy``, which needs workers to
+      release): ``("inprocess", None)``.
     - Else a :class:`~distributed.LocalCluster` is started for the fit:
       ``n_workers`` single-threaded worker processes, the dashboard at
       ``daskelastic.dashboard-address``, logs below ``ERROR`` silenced; and
@@ -92,6 +93,9 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
     dask_input : bool
         Whether the input is a dask collection: it is never fitted in this
         process (``"auto"`` starts a cluster when there is no client).
+    elastic : bool
+        Whether the fit scales in (a ``scaling_policy``): like dask input, it
+        is never fitted in this process by ``"auto"``.
 
     Yields
     ------
@@ -134,7 +138,7 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
         yield "dask", client
         return
     small = n_values < config.get("embedded-threshold")
-    if backend == "auto" and small and not dask_input:
+    if backend == "auto" and small and not dask_input and not elastic:
         yield "inprocess", None
         return
     from distributed import Client, LocalCluster

@@ -183,7 +183,7 @@ def test_ridge_on_a_dask_dataframe_matches_in_process(diamonds_small, client):
     assert dist.score(X, y) == pytest.approx(local.score(X, y), rel=1e-2)
 
 
-def test_embedded_cluster_is_started_and_closed():
+def test_embedded_cluster_is_started_and_closed(capsys):
     """With no client at all, backend="dask" starts a LocalCluster and closes it."""
     from daskelastic.session import current_client
 
@@ -191,9 +191,12 @@ def test_embedded_cluster_is_started_and_closed():
     rng = np.random.default_rng(0)
     X = sp.random(3000, 50, density=0.1, format="csr", random_state=0)
     y = rng.integers(0, 2, size=3000)
-    clf = de.LogisticRegression(backend="dask", n_workers=2, tol=1e-3).fit(X, y)
+    clf = de.LogisticRegression(backend="dask", n_workers=2, tol=1e-3, verbose=1).fit(X, y)
     assert clf.history_[-1]["n_workers"] == 2
     assert current_client() is None
+    # verbose says why the fit took a cluster's start-up
+    assert ("[daskelastic] fitting on a LocalCluster of 2 workers started for this fit "
+            "(backend='dask'; ") in capsys.readouterr().out
 
 
 def test_an_unknown_backend_is_refused_before_any_cluster_starts(client):

@@ -110,6 +110,11 @@ def test_empty_partitions_of_a_filtered_dataframe_are_skipped(fertility, client)
     ("negative weights", "Negative values in data passed to `sample_weight`"),
     ("zero weights", "at least one non-zero number"),
     ("unknown class in class_weight", r"The classes, \[1\], are not in class_weight"),
+    # scikit-learn fits these silently; a certified gap of 0 on a negative
+    # weight (or NaN coefficients) would be worse than an error
+    ("negative class weight", r"class_weight must be finite and non-negative; got 1.0: -1.0"),
+    ("balanced with a weightless class", r"positive total sample weight in every class; "
+                                         r"these classes have none: \[1.0\]"),
 ])
 def test_bad_dask_labels_and_weights_get_scikit_learns_errors(fertility, client, case,
                                                               message):
@@ -123,6 +128,10 @@ def test_bad_dask_labels_and_weights_get_scikit_learns_errors(fertility, client,
         weights = -np.ones(len(y))
     elif case == "zero weights":
         weights = np.zeros(len(y))
+    elif case == "negative class weight":
+        kw["class_weight"] = {0: 1.0, 1: -1.0}
+    elif case == "balanced with a weightless class":
+        weights, kw["class_weight"] = np.where(labels == 1, 0.0, 1.0), "balanced"
     else:
         kw["class_weight"] = {0: 1.0, 7: 2.0}
     args = (labels,) if weights is None else (labels, weights)
@@ -165,3 +174,12 @@ def test_more_workers_asked_for_than_the_cluster_has_are_a_warning(fertility, cl
     with pytest.warns(UserWarning, match="n_workers=3, but the cluster has 2 workers"):
         clf = de.LogisticRegression(n_workers=3, tol=1e-3, backend="dask").fit(X, y)
     assert clf.history_[-1]["n_workers"] == 2
+
+
+def test_a_client_that_is_not_a_client_is_refused_with_a_hint(fertility, cluster):
+    # a cluster or an address, the usual slips: said so before anything starts
+    X, y, _ = fertility
+    with pytest.raises(TypeError, match=r"got LocalCluster: pass Client\(cluster\)"):
+        de.LogisticRegression(client=cluster).fit(X, y)
+    with pytest.raises(TypeError, match=r"got str: pass Client\(address\)"):
+        de.LogisticRegression(client=cluster.scheduler_address).fit(X, y)

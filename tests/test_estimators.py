@@ -1,6 +1,7 @@
 """The scikit-learn contract of the estimators, in-process (no cluster needed)."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -74,6 +75,19 @@ def test_nan_target_is_rejected_for_ridge(binary):
     y[5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         de.Ridge().fit(X, y)
+
+
+@pytest.mark.parametrize("Estimator", [de.LogisticRegression, de.LinearSVC, de.Ridge])
+def test_values_too_large_for_float64_arithmetic_say_rescale(Estimator, binary):
+    # finite, so validation passes, but their squares overflow: the fit used to
+    # end with NaN coefficients and only RuntimeWarnings
+    X, y = binary
+    if Estimator is de.Ridge:
+        y = X[:, 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # numpy's overflow
+        with pytest.raises(ValueError, match=r"not finite in round \d+ .* rescale X"):
+            Estimator(backend="inprocess").fit(X * 1e200, y)
 
 
 @pytest.mark.parametrize("fmt", ["coo", "csc", "lil"])
@@ -159,6 +173,8 @@ def test_verbose_2_reports_each_round(binary, capsys):
     clf = de.LogisticRegression(verbose=2, tol=1e-3).fit(X, y)
     out = capsys.readouterr().out
     assert out.count("[daskelastic] round") == len(clf.history_)
+    # the closing line counts as n_iter_ does (it said one more)
+    assert f"[daskelastic] converged after {clf.n_iter_[0]} rounds" in out
 
 
 def test_max_iter_warns_and_still_certifies(binary):

@@ -162,7 +162,7 @@ def test_estimators_validate_the_elastic_parameters():
         de.LogisticRegression(scaling_policy="sometimes", backend="inprocess").fit(X, y)
     with pytest.raises(InvalidParameterError, match="release_workers"):
         de.Ridge(release_workers="later", backend="inprocess").fit(X, X[:, 0])
-    with pytest.raises(ValueError, match="needs an elastic backend"):
+    with pytest.raises(ValueError, match=r"needs workers to release: backend='dask'"):
         de.LinearSVC(scaling_policy="convergence", backend="inprocess").fit(X, y)
     fitted = de.LogisticRegression(backend="inprocess").fit(X, y)
     assert all(e["events"] == [] for e in fitted.history_)
@@ -293,3 +293,15 @@ def test_a_share_that_rounds_to_every_worker_is_no_contention():
                                               n_workers=2))
     # halves round up: five workers at half a core each are 2.5 cores' worth
     assert _shared(ConvergenceScalingPolicy(), [0.5] * 3, n_workers=5)[-1].target == 3
+
+
+def test_auto_never_fits_an_elastic_fit_in_this_process():
+    # the user guide's scale-in example, run without a client on small input:
+    # "auto" used to pick this process and then refuse the scaling policy
+    from daskelastic.session import fit_session
+
+    with fit_session(backend="auto", n_values=100) as (kind, client):
+        assert (kind, client) == ("inprocess", None)
+    with fit_session(backend="auto", n_values=100, n_workers=1, elastic=True) as (kind, client):
+        assert kind == "dask"
+        assert len(client.scheduler_info()["workers"]) == 1

@@ -86,7 +86,10 @@ class ProgressBar:
             How the fit ended (``"converged"``, ``"max_iter"``, ``"failed"``, ...).
         """
         if self.per_round:
-            self._write(f"[daskelastic] {status} after {len(self.entries)} rounds\n")
+            # the last entry's round number is n_iter_ (the entries also hold
+            # round 0, the start, which is no round of work)
+            rounds = self.entries[-1]["round"] if self.entries else 0
+            self._write(f"[daskelastic] {status} after {rounds} rounds\n")
             return
         self._draw(status)
         self._write("\n")
