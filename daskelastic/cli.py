@@ -10,20 +10,26 @@ certified duality gap and the test accuracy.
     python -m daskelastic fit flights.parquet --model logistic --target late \\
         --C 0.1 --workers 4 --output model.joblib --history history.csv
 
-Numeric columns are features as they are; text, categorical and boolean
-columns are one-hot encoded (``column=value``), in the order of the table.
-The model keeps that encoding (:class:`TableEncoding`, its ``table_encoding_``)
-and ``predict`` applies it to new rows::
+Numeric columns are standardised (the fit's mean and standard deviation;
+``--no-scale`` uses them as they are); text, categorical and boolean columns
+are one-hot encoded (``column=value``), in the order of the table.  The model
+keeps that encoding (:class:`TableEncoding`, its ``table_encoding_``) and
+``predict`` applies it to new rows::
 
     python -m daskelastic predict model.joblib new_flights.parquet --output predictions.csv
 
 Bad options and unreadable files end the command with a message and exit
-status 2; a fit that fails, with status 1.
+status 2; a fit that fails, or that stops at ``--max-iter`` with a relative
+duality gap above 1 (a model that means nothing, still written for
+inspection), with status 1.  A standard output closed early
+(``predict ... | head``) ends the command quietly with status 141, as it
+does a Unix tool killed by SIGPIPE.
 """
 
 import argparse
 import contextlib
 import logging
+import os
 import sys
 import time
 import warnings
@@ -56,7 +62,8 @@ def build_parser():
 
     demo = sub.add_parser("demo", help="fit a real table on an embedded LocalCluster")
     demo.add_argument("--workers", type=int, default=2, help="worker processes (2)")
-    demo.add_argument("--rows", type=int, default=None, help="use only the first rows")
+    demo.add_argument("--rows", type=int, default=None,
+                      help="use only this many rows, the first of the table (all)")
     demo.add_argument("--C", type=float, default=0.1, help="inverse regularisation (0.1)")
     demo.add_argument("--tol", type=float, default=1e-3, help="relative duality gap (1e-3)")
     demo.add_argument("--max-iter", type=int, default=500, help="rounds at most (500)")
@@ -66,14 +73,23 @@ def build_parser():
     fit = sub.add_parser(
         "fit", help="fit a model on a CSV, Parquet or svmlight file",
         description="Fit a daskelastic model on a table and save it with joblib. Numeric "
-                    "columns are used as they are; text, categorical and boolean columns "
-                    "are one-hot encoded (column=value).")
+                    "columns are standardised (unless --no-scale); text, categorical and "
+                    "boolean columns are one-hot encoded (column=value); the model keeps "
+                    "the encoding, for predict. The model is saved with the estimator's "
+                    "defaults for where and how loudly it fits (client=None, "
+                    "backend='auto', verbose=0), so that a refit in Python runs where a "
+                    "new estimator would, not on the cluster of this fit. Exit status 1 "
+                    "when the fit fails, or stops at --max-iter with a relative duality "
+                    "gap above 1 (the model is still written).")
     _add_data_arguments(fit)
     fit.add_argument("--model", choices=sorted(MODELS), default="logistic",
                      help="logistic regression, linear SVM or ridge regression (logistic)")
     fit.add_argument("--target", help="the column to predict (CSV and Parquet)")
     fit.add_argument("--drop", action="append", default=[], metavar="COL",
                      help="a column not to use as a feature (repeatable)")
+    fit.add_argument("--no-scale", action="store_true",
+                     help="use numeric columns as they are, not standardised to mean 0 "
+                          "and standard deviation 1 (CSV and Parquet)")
     fit.add_argument("--C", type=float, default=None,
                      help="inverse regularisation strength (1.0; ridge: alpha = 1/C)")
     fit.add_argument("--alpha", type=float, default=None,
@@ -100,9 +116,11 @@ def build_parser():
 
     pred = sub.add_parser(
         "predict", help="predict with a model written by fit",
-        description="Apply a model written by 'fit --output' to a table: the columns are "
-                    "encoded as they were for the fit (a category not seen then sets no "
-                    "feature; other columns, such as the target, are ignored).")
+        description="Apply a model written by 'fit --output' to a file of the format it "
+                    "was fitted on. A table's columns are encoded as they were for the fit "
+                    "(standardised with the fit's means and standard deviations; a "
+                    "category not seen then sets no feature; other columns, such as the "
+                    "target, are ignored).")
     pred.add_argument("model", help="the model file written by fit --output")
     _add_data_arguments(pred)
     pred.add_argument("--output", "-o", default=None, metavar="PATH",
@@ -131,8 +149,9 @@ def main(argv=None):
     Returns
     -------
     int
-        The exit status: 0, 1 when a fit failed (``parser.error`` exits
-        with 2 on bad options and unreadable files).
+        The exit status: 0; 1 when a fit failed or ended with a relative
+        duality gap above 1; 141 when standard output was closed early
+        (``parser.error`` exits with 2 on bad options and unreadable files).
 
     Examples
     --------
@@ -148,21 +167,37 @@ def main(argv=None):
     try:
         if args.command == "demo":
             _check_demo(args)
-            return _demo(args)
-        if args.command == "predict":
-            return _predict(args)
-        return _fit(args)
+            status = _demo(args)
+        elif args.command == "predict":
+            status = _predict(args)
+        else:
+            status = _fit(args)
+        sys.stdout.flush()   # a closed pipe shows here, not at the interpreter's exit
+        return status
     except _UsageError as e:
         parser.subcommands[args.command].error(str(e))
+    except BrokenPipeError:
+        # The reader stopped reading (``predict ... | head``): no traceback.  The
+        # interpreter flushes stdout once more at exit; pointing it at devnull
+        # keeps that flush from raising again.  141 is what a shell reports for
+        # a Unix tool killed by SIGPIPE (128 + 13).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 # -- demo -----------------------------------------------------------------------------
 def _check_demo(args):
-    for name in ("workers", "max_iter"):
-        if getattr(args, name) < 1:
+    for name in ("workers", "max_iter", "rows"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
             raise _UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.C <= 0 or args.tol < 0:
-        raise _UsageError("--C must be positive and --tol non-negative")
+    if args.verbose < 0:
+        raise _UsageError("--verbose must be at least 0")
+    # written so that NaN fails too
+    if not 0 < args.C < float("inf"):
+        raise _UsageError("--C must be positive and finite")
+    if not args.tol >= 0:
+        raise _UsageError("--tol must be non-negative")
 
 
 def _demo(args):
@@ -210,7 +245,7 @@ def _fit(args):
 
     fmt = _check_fit_options(args)
     X, y, features, encoding = read_table(args.data, fmt=fmt, target=args.target,
-                                          drop=args.drop)
+                                          drop=args.drop, scale=not args.no_scale)
     est = getattr(de, MODELS[args.model])(
         tol=args.tol, max_iter=args.max_iter, fit_intercept=not args.no_intercept,
         random_state=args.random_state, verbose=0 if args.quiet else 1)
@@ -225,13 +260,15 @@ def _fit(args):
         if "straggler_policy" not in est.get_params():
             raise _UsageError("--straggler-policy: this daskelastic has no straggler policies")
         est.set_params(straggler_policy=args.straggler_policy)
-    print(f"data: {X.shape[0]:,} rows × {X.shape[1]:,} features from {args.data} ({fmt})",
-          flush=True)
+    scaled = f"; {len(encoding.numeric)} numeric columns standardised" \
+        if encoding is not None and encoding.means is not None and encoding.numeric else ""
+    print(f"data: {X.shape[0]:,} rows × {X.shape[1]:,} features from {args.data} ({fmt})"
+          f"{scaled}", flush=True)
     with _cluster(args) as client:
         if client is not None:
             from daskelastic.monitoring import dashboard_link, register_dashboard
 
-            est.set_params(client=client, backend="dask")
+            est.set_params(client=client)
             register_dashboard(client)
             print(f"cluster: {len(client.scheduler_info()['workers'])} workers; watch the "
                   f"fit at {dashboard_link(client)}", flush=True)
@@ -242,19 +279,33 @@ def _fit(args):
                 est.fit(X, y)
         except InvalidParameterError as e:  # e.g. an unknown straggler policy
             raise _UsageError(str(e)) from None
+        except BrokenPipeError:   # the progress bar's reader left: main ends quietly
+            raise
         except Exception as e:  # noqa: BLE001 - reported, with the exit status
             print(f"error: the fit failed: {type(e).__name__}: {e}", file=sys.stderr)
             return 1
         seconds = time.perf_counter() - t0
-    est.set_params(client=None)
+    # the model file should not remember where and how loudly this command fitted it
+    defaults = type(est)().get_params()
+    est.set_params(**{name: defaults[name] for name in ("client", "backend", "verbose")})
     h = est.history_[-1]
-    ended = "converged" if est.duality_gap_ <= args.tol else \
-        "stopped at --max-iter (raise it, or --tol, or scale the features)"
+    converged = est.duality_gap_ <= args.tol
+    ended = "converged" if converged else \
+        f"stopped at --max-iter ({_convergence_advice(args, fmt)})"
     print(f"fit: {type(est).__name__} {ended} after {est.n_iter_[0]} rounds on "
           f"{h['n_workers']} workers in {seconds:.1f}s; relative duality gap "
           f"{est.duality_gap_:.2e}")
     metric = "R²" if args.model == "ridge" else "accuracy"
-    print(f"training {metric}: {est.score(X, y):.4f}")
+    print(f"training {metric}: {est.score(X, y):.4f}", flush=True)
+    # (P - D) / P > 1: the certified bound on the suboptimality exceeds the
+    # objective itself, so the coefficients can be anything; written "not <="
+    # so that a NaN gap counts too
+    meaningless = not converged and not est.duality_gap_ <= 1.0
+    if meaningless:
+        print(f"warning: the fit stopped at --max-iter with a relative duality gap of "
+              f"{est.duality_gap_:.3g}: above 1, it certifies nothing and the model's "
+              f"predictions mean nothing (written only for inspection; exit status 1); "
+              f"{_convergence_advice(args, fmt, meaningless=True)}", file=sys.stderr)
     if args.output:
         import joblib
 
@@ -266,7 +317,21 @@ def _fit(args):
     if args.history:
         _write_history(est, args.history)
         print(f"history: {args.history} ({len(est.history_)} rounds)")
-    return 0
+    # still written, for inspection, but a script's next step should not use it
+    return 1 if meaningless else 0
+
+
+def _convergence_advice(args, fmt, meaningless=False):
+    """What may get a fit that stopped at ``--max-iter`` to converge."""
+    regularise = "a higher --alpha" if args.model == "ridge" and args.C is None \
+        else "a lower --C"
+    advice = ["raise --max-iter"] if meaningless else ["raise --max-iter or --tol"]
+    if fmt == "svmlight":
+        advice.append("scale the file's features")
+    elif args.no_scale:
+        advice.append("fit without --no-scale")
+    advice.append(f"regularise more ({regularise})")
+    return ", ".join(advice[:-1]) + ", or " + advice[-1]
 
 
 def _check_fit_options(args):
@@ -328,7 +393,7 @@ def _read_frame(path, fmt):
         raise _UsageError(f"cannot read {path} as {fmt}: {type(e).__name__}: {e}") from None
 
 
-def read_table(path, *, fmt, target=None, drop=()):
+def read_table(path, *, fmt, target=None, drop=(), scale=True):
     """Read a table for ``fit``: the features, the target and the feature names.
 
     Parameters
@@ -341,6 +406,9 @@ def read_table(path, *, fmt, target=None, drop=()):
         The target column (CSV and Parquet).
     drop : list of str
         Columns that are not features.
+    scale : bool, default=True
+        Standardise the numeric columns of a CSV or Parquet table (see
+        :class:`TableEncoding`); svmlight files are read as they are.
 
     Returns
     -------
@@ -369,10 +437,12 @@ def read_table(path, *, fmt, target=None, drop=()):
     if y.isna().any():
         raise _UsageError(f"the target {target!r} has {int(y.isna().sum())} missing values: "
                           "drop or fill them first")
+    if len(frame) == 0:
+        raise _UsageError(f"{path} has no rows")
     features = frame.drop(columns=[target, *drop])
     if features.shape[1] == 0:
         raise _UsageError(f"{path} has no feature columns left")
-    encoding = TableEncoding.from_frame(features, ignored=[target, *drop])
+    encoding = TableEncoding.from_frame(features, ignored=[target, *drop], scale=scale)
     try:
         X = encoding.transform(features)
     except ValueError as e:
@@ -401,9 +471,17 @@ def _as_text(column):
 class TableEncoding:
     """How ``fit`` made features of a table's columns, to make the same of new rows.
 
-    Numeric columns are features as they are; the other columns are one-hot
-    encoded (``column=value``) with the values seen when the encoding was
-    made, in sorted order.  A value not seen then sets no feature.
+    Numeric columns are standardised with the means and standard deviations
+    of the rows the encoding was made from (or used as they are, without
+    them); the other columns are one-hot encoded (``column=value``) with the
+    values seen then, in sorted order.  A value not seen then sets no
+    feature.
+
+    Standardising matters to the fit, not only to the coefficients' scale:
+    CoCoA+ converges at a rate set by the rows' norms, and raw columns such
+    as prices or ids, thousands of times larger than the one-hot features
+    and the intercept, can leave it far from the optimum after hundreds of
+    rounds.
 
     Parameters
     ----------
@@ -416,6 +494,9 @@ class TableEncoding:
     ignored : list of str, optional
         Columns of the fit's table that were not features (the target,
         dropped columns); :meth:`transform` ignores them when present.
+    means, scales : list of float, optional
+        For each numeric column, the value subtracted and the one divided
+        by; both None (the default) to use the columns as they are.
 
     Examples
     --------
@@ -423,24 +504,40 @@ class TableEncoding:
     >>> from daskelastic.cli import TableEncoding
     >>> fit_rows = pd.DataFrame({"age": [30, 41], "city": ["Rome", "Oslo"]})
     >>> enc = TableEncoding.from_frame(fit_rows)
-    >>> enc.feature_names
-    ['age', 'city=Oslo', 'city=Rome']
+    >>> enc.feature_names, enc.means, enc.scales
+    (['age', 'city=Oslo', 'city=Rome'], [35.5], [5.5])
     >>> new_rows = pd.DataFrame({"city": ["Rome", "Paris"], "age": [52, 19]})
     >>> enc.transform(new_rows).toarray()   # Paris was not seen: no city feature
+    array([[ 3.,  0.,  1.],
+           [-3.,  0.,  0.]])
+    >>> TableEncoding.from_frame(fit_rows, scale=False).transform(new_rows).toarray()
     array([[52.,  0.,  1.],
            [19.,  0.,  0.]])
     """
 
-    def __init__(self, numeric, categorical, categories, ignored=()):
+    # Models saved before numeric columns were standardised unpickle without
+    # these attributes: None uses their columns as they are, as their fit did.
+    means = None
+    scales = None
+
+    def __init__(self, numeric, categorical, categories, ignored=(), means=None,
+                 scales=None):
         self.numeric = [str(c) for c in numeric]
         self.categorical = [str(c) for c in categorical]
         self.categories = [[str(v) for v in values] for values in categories]
         self.ignored = [str(c) for c in ignored]
+        self.means = None if means is None else [float(v) for v in means]
+        self.scales = None if scales is None else [float(v) for v in scales]
         if len(self.categories) != len(self.categorical):
             raise ValueError("one list of categories per categorical column")
+        if (self.means is None) != (self.scales is None):
+            raise ValueError("give both means and scales, or neither")
+        if self.means is not None and not (
+                len(self.means) == len(self.scales) == len(self.numeric)):
+            raise ValueError("one mean and one scale per numeric column")
 
     @classmethod
-    def from_frame(cls, features, ignored=()):
+    def from_frame(cls, features, ignored=(), scale=True):
         """The encoding of a table's feature columns.
 
         Parameters
@@ -449,12 +546,19 @@ class TableEncoding:
             The feature columns.
         ignored : list of str, optional
             Columns that are not features.
+        scale : bool, default=True
+            Standardise the numeric columns: subtract their mean, divide by
+            their standard deviation (that of the population, as
+            scikit-learn's ``StandardScaler``).  A constant column gets the
+            scale 1, so it is 0 in these rows and its shift from the
+            constant in new rows.
 
         Returns
         -------
         TableEncoding
-            Numeric columns as they are, the others one-hot.
+            Numeric columns standardised (or as they are), the others one-hot.
         """
+        import numpy as np
         import pandas as pd
 
         numeric = [c for c in features.columns
@@ -462,7 +566,11 @@ class TableEncoding:
                    and not pd.api.types.is_bool_dtype(features[c])]
         categorical = [c for c in features.columns if c not in numeric]
         categories = [sorted(set(_as_text(features[c]))) for c in categorical]
-        return cls(numeric, categorical, categories, ignored)
+        means = scales = None
+        if scale:
+            values = features[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
+            means, scales = _standardisation(values.reshape(len(features), len(numeric)))
+        return cls(numeric, categorical, categories, ignored, means, scales)
 
     @property
     def feature_names(self):
@@ -515,6 +623,8 @@ class TableEncoding:
         inf_cols = [c for c, ok in zip(self.numeric, np.isfinite(dense).all(axis=0)) if not ok]
         if inf_cols:
             raise ValueError(f"infinite values in {', '.join(map(repr, inf_cols[:10]))}")
+        if self.means is not None:
+            dense = (dense - np.asarray(self.means)) / np.asarray(self.scales)
         if not self.categorical:
             return np.ascontiguousarray(dense)
         rows, cols, offset = [], [], 0
@@ -572,8 +682,45 @@ class TableEncoding:
         return [str(c) for c in frame.columns if str(c) not in known]
 
     def __repr__(self):
-        return (f"TableEncoding({len(self.numeric)} numeric, {len(self.categorical)} "
-                f"one-hot columns, {len(self.feature_names)} features)")
+        scaled = "" if self.means is None else " standardised"
+        return (f"TableEncoding({len(self.numeric)}{scaled} numeric, "
+                f"{len(self.categorical)} one-hot columns, {len(self.feature_names)} "
+                "features)")
+
+
+def _standardisation(values):
+    """The means and scales that standardise the columns of ``values``.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_rows, n_columns)
+
+    Returns
+    -------
+    means, scales : ndarray of shape (n_columns,)
+        The columns' means and population standard deviations; for a
+        constant column its value and 1 (exactly: a mean computed in
+        floating point would leave it a rounding error away from 0, and a
+        standard deviation of that error would blow it up).  Columns that
+        are not finite get garbage: :meth:`TableEncoding.transform` refuses
+        them.
+    """
+    import numpy as np
+
+    n, d = values.shape
+    if n == 0:
+        return np.zeros(d), np.ones(d)
+    with np.errstate(invalid="ignore", over="ignore"):
+        # in units of each column's largest magnitude: the squares of values
+        # beyond 1e154 overflow float64
+        top = np.abs(values).max(axis=0)
+        top[~(np.isfinite(top) & (top > 0))] = 1.0
+        means = (values / top).mean(axis=0) * top
+        scales = (values / top).std(axis=0) * top
+    constant = values.min(axis=0) == values.max(axis=0)
+    means[constant] = values[0, constant]
+    scales[constant] = 1.0
+    return means, scales
 
 
 # -- predict --------------------------------------------------------------------------
@@ -594,7 +741,13 @@ def _predict(args):
                           f"{e}") from None
     if not (hasattr(model, "coef_") and hasattr(model, "predict")):
         raise _UsageError(f"{args.model} holds no fitted daskelastic model")
+    encoding = getattr(model, "table_encoding_", None)
     if fmt == "svmlight":
+        if encoding is not None:
+            # its features are the encoding's, not the columns of an svmlight file
+            raise _UsageError(f"{args.model} was fitted on a CSV or Parquet table: give it "
+                              f"a table of the fit's columns, not the svmlight file "
+                              f"{args.data}")
         from sklearn.datasets import load_svmlight_file
 
         try:
@@ -603,7 +756,6 @@ def _predict(args):
             raise _UsageError(f"cannot read {args.data} as svmlight with "
                               f"{model.n_features_in_} features: {e}") from None
     else:
-        encoding = getattr(model, "table_encoding_", None)
         if encoding is None:
             raise _UsageError(f"{args.model} was not fitted on a CSV or Parquet table by "
                               "'fit': it has no column encoding")

