@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ._prefetch import AHEAD, prefetch, prefetch_1d, prefetch_rows, run_ahead
+from ._prefetch import AHEAD, MAX_ROW_ELEMENTS, prefetch, prefetch_1d, prefetch_rows, run_ahead
 from .losses import (
     LOGISTIC,
     LOGISTIC_STEP_RTOL,
@@ -231,23 +231,31 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
     for s in range(n_steps):
         if s % check_every == 0 and stop[0] != 0:
             break
-        # spelled out in each kernel: a helper taking the CSR arrays and
-        # returning the run made a hinge epoch slower than no prefetch at all
-        # (27.7 against 17.5 ms on the flights table), this 11.6 ms; with
-        # inline="always" too (24.9 against 14.7 ms, logistic 44.1 against 32.0)
+        # The row visited AHEAD steps on, one row at a time (see _sdca_csr_1);
+        # spelled out in each kernel: a helper taking the CSR arrays made a
+        # hinge epoch slower than no prefetch at all, also inlined
         if s + 2 * AHEAD < n_steps:
             prefetch(indptr, order[s + 2 * AHEAD])
-        first, end = run_ahead(order, s, n_steps)   # the next bucket's rows
-        if end > first:
-            prefetch_1d(data, indptr[first], indptr[end])
-            prefetch_1d(indices, indptr[first], indptr[end])
-            prefetch_rows(Y, first, end)
-            prefetch_1d(sw, first, end)
-            prefetch_rows(alpha, first, end)
-            prefetch_rows(dalpha, first, end)
+        if s + AHEAD < n_steps:
+            r = order[s + AHEAD]
+            p0 = indptr[r]
+            p1 = max(p0, min(indptr[r + 1], p0 + MAX_ROW_ELEMENTS) - 1)
+            prefetch(data, p0)
+            prefetch(data, p1)
+            prefetch(indices, p0)
+            prefetch(indices, p1)
+            prefetch(sw, r)
+            prefetch(Y, (r, 0))
+            prefetch(Y, (r, m - 1))
+            prefetch(alpha, (r, 0))
+            prefetch(alpha, (r, m - 1))
+            prefetch(dalpha, (r, 0))
+            prefetch(dalpha, (r, m - 1))
             if loss == LOGISTIC:
-                prefetch_rows(Z, first, end)
-                prefetch_rows(U, first, end)
+                prefetch(Z, (r, 0))
+                prefetch(Z, (r, m - 1))
+                prefetch(U, (r, 0))
+                prefetch(U, (r, m - 1))
         i = order[s]
         for k in range(m):
             zw[k] = icpt * w[d, k]
@@ -311,20 +319,29 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
                 break
             countdown = check_every
         countdown -= 1
-        # spelled out, as in _sdca_csr (a shared helper is slower)
+        # The row visited AHEAD steps on: the first and last lines of its
+        # non-zeros (a short row's all; the hardware streams a long one) and
+        # its entries of the other arrays.  Row by row, not a bucket at a
+        # time: issued together, a bucket's ~36 lines stalled the kernel, and
+        # an epoch in buckets of 16 rows took 1.6x a sequential sweep instead
+        # of ~1.2x (benchmarks/bench_kernel_anatomy.py).
         if s + 2 * AHEAD < n_steps:
             prefetch(indptr, order[s + 2 * AHEAD])
-        first, end = run_ahead(order, s, n_steps)   # the next bucket's rows
-        if end > first:
-            prefetch_1d(data, indptr[first], indptr[end])
-            prefetch_1d(indices, indptr[first], indptr[end])
-            prefetch_1d(y1, first, end)
-            prefetch_1d(sw, first, end)
-            prefetch_1d(a1, first, end)
-            prefetch_1d(da1, first, end)
+        if s + AHEAD < n_steps:
+            r = order[s + AHEAD]
+            p0 = indptr[r]
+            p1 = max(p0, min(indptr[r + 1], p0 + MAX_ROW_ELEMENTS) - 1)
+            prefetch(data, p0)
+            prefetch(data, p1)
+            prefetch(indices, p0)
+            prefetch(indices, p1)
+            prefetch(y1, r)
+            prefetch(sw, r)
+            prefetch(a1, r)
+            prefetch(da1, r)
             if loss == LOGISTIC:
-                prefetch_rows(Z, first, end)
-                prefetch_rows(U, first, end)
+                prefetch(Z, (r, 0))
+                prefetch(U, (r, 0))
         i = order[s]
         zw = zw0
         zd = icpt * dw1[d]
