@@ -20,8 +20,8 @@ keeps that encoding (:class:`TableEncoding`, its ``table_encoding_``) and
 
 Bad options and unreadable files end the command with a message and exit
 status 2; a fit that fails, or that stops at ``--max-iter`` with a relative
-duality gap above 1 (a model that means nothing, still written for
-inspection), with status 1.  A standard output closed early
+duality gap of 1 or more or an objective no better than ``w = 0``'s (a model
+that means nothing, still written for inspection), with status 1.  A standard output closed early
 (``predict ... | head``) ends the command quietly with status 141, as it
 does a Unix tool killed by SIGPIPE.
 """
@@ -80,7 +80,8 @@ def build_parser():
                     "backend='auto', verbose=0), so that a refit in Python runs where a "
                     "new estimator would, not on the cluster of this fit. Exit status 1 "
                     "when the fit fails, or stops at --max-iter with a relative duality "
-                    "gap above 1 (the model is still written).")
+                    "gap of 1 or more or an objective no better than w = 0's (the model "
+                    "is still written).")
     _add_data_arguments(fit)
     fit.add_argument("--model", choices=sorted(MODELS), default="logistic",
                      help="logistic regression, linear SVM or ridge regression (logistic)")
@@ -150,7 +151,8 @@ def main(argv=None):
     -------
     int
         The exit status: 0; 1 when a fit failed or ended with a relative
-        duality gap above 1; 141 when standard output was closed early
+        duality gap of 1 or more or an objective no better than ``w = 0``'s;
+        141 when standard output was closed early
         (``parser.error`` exits with 2 on bad options and unreadable files).
 
     Examples
@@ -177,12 +179,26 @@ def main(argv=None):
     except _UsageError as e:
         parser.subcommands[args.command].error(str(e))
     except BrokenPipeError:
+        if not _stdout_closed():   # another pipe (a socket, a worker's): a failure
+            raise
         # The reader stopped reading (``predict ... | head``): no traceback.  The
         # interpreter flushes stdout once more at exit; pointing it at devnull
         # keeps that flush from raising again.  141 is what a shell reports for
         # a Unix tool killed by SIGPIPE (128 + 13).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def _stdout_closed():
+    """Whether standard output is a pipe whose reader has gone (POLLERR on its end)."""
+    try:
+        import select
+
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poll.poll(0))
+    except (AttributeError, ValueError, OSError):   # no poll, or no real file
+        return False
 
 
 # -- demo -----------------------------------------------------------------------------
@@ -279,8 +295,11 @@ def _fit(args):
                 est.fit(X, y)
         except InvalidParameterError as e:  # e.g. an unknown straggler policy
             raise _UsageError(str(e)) from None
-        except BrokenPipeError:   # the progress bar's reader left: main ends quietly
-            raise
+        except BrokenPipeError as e:
+            if _stdout_closed():   # the progress bar's reader left: main ends quietly
+                raise
+            print(f"error: the fit failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
         except Exception as e:  # noqa: BLE001 - reported, with the exit status
             print(f"error: the fit failed: {type(e).__name__}: {e}", file=sys.stderr)
             return 1
@@ -297,13 +316,17 @@ def _fit(args):
           f"{est.duality_gap_:.2e}")
     metric = "R²" if args.model == "ridge" else "accuracy"
     print(f"training {metric}: {est.score(X, y):.4f}", flush=True)
-    # (P - D) / P > 1: the certified bound on the suboptimality exceeds the
-    # objective itself, so the coefficients can be anything; written "not <="
-    # so that a NaN gap counts too
-    meaningless = not converged and not est.duality_gap_ <= 1.0
+    # (P - D) / P ≥ 1: the certified bound on the suboptimality is the
+    # objective itself (the optimum is ≥ 0), so the coefficients can be
+    # anything; nor is a model worth keeping whose objective is no better than
+    # w = 0's (the first round's).  Written "not <" so that NaN counts too.
+    primal, start = h["primal"], est.history_[0]["primal"]
+    meaningless = not converged and (not est.duality_gap_ < 1.0 or not primal < start)
     if meaningless:
-        print(f"warning: the fit stopped at --max-iter with a relative duality gap of "
-              f"{est.duality_gap_:.3g}: above 1, it certifies nothing and the model's "
+        why = (f"a relative duality gap of {est.duality_gap_:.3g} certifies nothing"
+               if not est.duality_gap_ < 1.0 else
+               f"its objective {primal:.3g} is no better than w = 0's {start:.3g}")
+        print(f"warning: the fit stopped at --max-iter and {why}: the model's "
               f"predictions mean nothing (written only for inspection; exit status 1); "
               f"{_convergence_advice(args, fmt, meaningless=True)}", file=sys.stderr)
     if args.output:

@@ -658,8 +658,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             # coefficients of NaN, would follow
             raise ValueError(
                 f"the objective is not finite in round {round_id} (primal "
-                f"{objective.primal:.3g}, gap {objective.gap:.3g}): the values of X are "
-                "too large for float64 arithmetic; rescale X (e.g. StandardScaler)")
+                f"{objective.primal:.3g}, gap {objective.gap:.3g}): values of X, y or "
+                "sample_weight too large for float64 arithmetic; rescale them (X e.g. "
+                "with StandardScaler)")
         proposal = sum(r.dw for r in added) if added else None
         step = gamma
         if adaptive_sigma and added:

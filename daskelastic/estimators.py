@@ -283,15 +283,17 @@ class _CoCoABase(BaseEstimator):
                 from .backends.dask import DaskBackend
 
                 if owns_cluster and self.verbose:
-                    # a slower start than the user may expect: say why
-                    why = ("dask input" if dask_input else "a scaling_policy"
-                           if self.scaling_policy is not None else "backend='dask'"
-                           if self.backend == "dask" else
-                           f"{n_values:,} stored values ≥ daskelastic.embedded-threshold")
+                    # a slower start than the user may expect: say why (and, where
+                    # it can, how to fit here instead)
+                    why = ("backend='dask'" if self.backend == "dask" else "dask input"
+                           if dask_input else "a scaling_policy"
+                           if self.scaling_policy is not None else
+                           f"{n_values:,} stored values ≥ daskelastic.embedded-threshold; "
+                           "backend='inprocess' fits in this process")
                     k = len(client.scheduler_info(n_workers=-1)["workers"])
                     print(f"[daskelastic] fitting on a LocalCluster of {k} "
-                          f"worker{'s' if k != 1 else ''} started for this fit ({why}; "
-                          "backend='inprocess' fits in this process)", flush=True)
+                          f"worker{'s' if k != 1 else ''} started for this fit ({why})",
+                          flush=True)
                 workers = None
                 if self.n_workers is not None:
                     all_workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
@@ -475,6 +477,9 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
             with np.errstate(divide="ignore", invalid="ignore"):   # checked below
                 cw = compute_class_weight(self.class_weight, classes=classes, y=y, **kw)
             _check_class_weights(cw, classes, self.class_weight == "balanced")
+            if not np.sum(sample_weight * cw[np.searchsorted(classes, y)]) > 0:
+                raise ValueError("class_weight and sample_weight together give every "
+                                 "sample the weight 0")
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
@@ -583,8 +588,9 @@ _COMMON_TAIL = """
     backend : {"auto", "dask", "inprocess", "simulated"}, default="auto"
         ``"dask"`` fits on ``client`` (or the current client, or an embedded
         ``LocalCluster`` started for the fit); ``"inprocess"`` fits in this
-        process; ``"auto"`` is ``"dask"`` unless there is no client and the
-        input is small (``daskelastic.embedded-threshold`` stored values);
+        process; ``"auto"`` is ``"dask"`` unless there is no client, the
+        input is small (``daskelastic.embedded-threshold`` stored values) and
+        in memory, and there is no ``scaling_policy``;
         ``"simulated"`` fits in this process on the virtual cluster
         ``cluster_model`` (``history_`` times are virtual seconds).
     n_workers : int, optional

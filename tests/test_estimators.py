@@ -77,6 +77,15 @@ def test_nan_target_is_rejected_for_ridge(binary):
         de.Ridge().fit(X, y)
 
 
+def test_class_and_sample_weights_that_leave_no_weight_are_refused(binary):
+    # each is fine alone; together they certified a gap of 0 with coef_ = 0
+    X, y = binary
+    classes = np.unique(y)
+    with pytest.raises(ValueError, match="together give every sample the weight 0"):
+        de.LogisticRegression(class_weight={classes[0]: 0.0, classes[1]: 1.0}).fit(
+            X, y, sample_weight=np.where(y == classes[1], 0.0, 1.0))
+
+
 @pytest.mark.parametrize("Estimator", [de.LogisticRegression, de.LinearSVC, de.Ridge])
 def test_values_too_large_for_float64_arithmetic_say_rescale(Estimator, binary):
     # finite, so validation passes, but their squares overflow: the fit used to
@@ -86,7 +95,7 @@ def test_values_too_large_for_float64_arithmetic_say_rescale(Estimator, binary):
         y = X[:, 0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # numpy's overflow
-        with pytest.raises(ValueError, match=r"not finite in round \d+ .* rescale X"):
+        with pytest.raises(ValueError, match=r"not finite in round \d+ .* rescale them"):
             Estimator(backend="inprocess").fit(X * 1e200, y)
 
 

@@ -305,3 +305,20 @@ def test_auto_never_fits_an_elastic_fit_in_this_process():
     with fit_session(backend="auto", n_values=100, n_workers=1, elastic=True) as (kind, client):
         assert kind == "dask"
         assert len(client.scheduler_info()["workers"]) == 1
+
+
+
+def test_a_small_elastic_fit_without_a_client_runs_on_an_embedded_cluster(capsys):
+    # the estimator passes its scaling_policy on: this fit raised "needs an
+    # elastic backend" before, having been sent to this process
+    import numpy as np
+
+    import daskelastic as de
+
+    X = np.random.default_rng(0).normal(size=(400, 3))
+    y = (X[:, 0] > 0).astype(int)
+    clf = de.LogisticRegression(scaling_policy="convergence", n_workers=1, verbose=1).fit(X, y)
+    assert clf.duality_gap_ <= clf.tol
+    out = capsys.readouterr().out
+    assert "LocalCluster of 1 worker started for this fit (a scaling_policy)" in out
+    assert "backend='inprocess'" not in out       # which would refuse the policy
