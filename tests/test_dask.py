@@ -196,7 +196,7 @@ def test_embedded_cluster_is_started_and_closed(capsys):
     assert current_client() is None
     # verbose says why the fit took a cluster's start-up
     assert ("[daskelastic] fitting on a LocalCluster of 2 workers started for this fit "
-            "(backend='dask'; ") in capsys.readouterr().out
+            "(backend='dask')\n") in capsys.readouterr().out
 
 
 def test_an_unknown_backend_is_refused_before_any_cluster_starts(client):
