@@ -43,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as cm  # noqa: E402
 
 
+# Each kernel is spelled out, not built from shared helpers: each one is what
+# its column measures, and a call (even an inlined one) could change the code.
 @njit(cache=True)
 def _touch(data, ind, ptr, Y, a, w, v, order, inv):
     t = 0.0
