@@ -1,4 +1,4 @@
-"""Software prefetch for the SDCA kernels: the next bucket's rows into the cache.
+"""Software prefetch for the SDCA kernels: rows into the cache before their visit.
 
 The local solver visits its rows in buckets of consecutive rows, the buckets
 in random order (:func:`daskelastic.solvers._visit_order`).  Within a bucket
@@ -8,11 +8,13 @@ weights, dual values) misses the cache, before the hardware prefetcher
 catches on.  On the flights table (7 non-zeros per row, 16-row buckets) that
 doubled the time of a hinge-loss epoch against visiting the rows in order.
 
-The kernels find, :data:`AHEAD` steps ahead, where the next run of
-consecutive rows starts (:func:`run_ahead`) and ask the CPU to load its lines
-(:func:`prefetch_1d`, :func:`prefetch_rows`; LLVM's ``llvm.prefetch``: a hint,
-which never faults and changes no result).  With ``NUMBA_DISABLE_JIT=1``
-:func:`prefetch` does nothing.
+The CSR kernels ask the CPU to load the row they will visit :data:`AHEAD`
+steps on, one row per step (:func:`prefetch` on its first and last lines);
+the dense kernels find, :data:`AHEAD` steps ahead, where the next run of
+consecutive rows starts (:func:`run_ahead`) and load its lines at once
+(:func:`prefetch_1d`, :func:`prefetch_rows`).  All use LLVM's
+``llvm.prefetch``: a hint, which never faults and changes no result.  With
+``NUMBA_DISABLE_JIT=1`` :func:`prefetch` does nothing.
 """
 
 from numba import njit, types

@@ -321,10 +321,9 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         countdown -= 1
         # The row visited AHEAD steps on: the first and last lines of its
         # non-zeros (a short row's all; the hardware streams a long one) and
-        # its entries of the other arrays.  Row by row, not a bucket at a
-        # time: issued together, a bucket's ~36 lines stalled the kernel, and
-        # an epoch in buckets of 16 rows took 1.6x a sequential sweep instead
-        # of ~1.2x (benchmarks/bench_kernel_anatomy.py).
+        # its entries of the other arrays.  Row by row, not a bucket's ~36
+        # lines at each jump: one worker's epoch on flights 1.5x faster
+        # (benchmarks/bench_epochs.py --C 1, with the branch-free update below).
         if s + 2 * AHEAD < n_steps:
             prefetch(indptr, order[s + 2 * AHEAD])
         if s + AHEAD < n_steps:
