@@ -47,6 +47,18 @@ _START_NEAR_ZERO = 3.0
 #: stays exact unless given ``rtol``.
 LOGISTIC_STEP_RTOL = 0.1
 
+#: The solver's logistic steps read ``σ(u0 + s)`` to third order in ``s``
+#: (no ``exp``, no division; the step's result waits for the margin, which
+#: waits for the previous step's update of ``Δw``) when ``|s| ≤`` this and
+#: that error, added to Newton's, stays within ``rtol``.
+_TAYLOR_MAX_SHIFT = 0.5
+
+#: Bound on that error in the logit ``u``, as a multiple of ``s⁴``: the
+#: remainder is ``σ(ξ)·s⁴/24`` with ``|σ/σ'| = |(1 - 2σ)(1 - 12σ(1 - σ))|
+#: ≤ 1``, and ``σ'`` changes by at most ``e^{|s|} < 1.65`` between the points
+#: involved, so ``1.65/24 < 0.07``; taken with a margin.
+_TAYLOR_ERR = 0.12
+
 
 def loss_code(name):
     """Return the kernel code of the loss called ``name``.
@@ -130,6 +142,24 @@ def dual_value(loss, y, a, c):
     return a * y - a * a / (4.0 * c)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def dual_value_change(loss, y, a, c, delta):
+    """``dual_value(a + delta) - dual_value(a)`` for a step between feasible values.
+
+    In closed form for the hinge, squared hinge and squared losses, so that a
+    solver kernel can add it up as it steps; 0 for the logistic loss, whose
+    change needs logs (taken over whole arrays, see
+    :func:`daskelastic.solvers.dual_change`).
+    """
+    if loss == LOGISTIC or c <= 0.0:
+        return 0.0
+    if loss == HINGE:
+        return delta * y
+    # a·y - a²/(k·c): k = 4 (squared hinge), 2 (squared)
+    k = 4.0 if loss == SQUARED_HINGE else 2.0
+    return delta * y - delta * (2.0 * a + delta) / (k * c)
+
+
 @njit(cache=True, nogil=True)
 def gap_term(loss, y, a, c, z):
     """Per-sample duality gap ``c·ℓ(z) + (c·ℓ)*(-a) + a·z`` (≥ 0, Fenchel–Young)."""
@@ -192,11 +222,21 @@ def logistic_step_at(y, c, z, q, beta0, u0, rtol):
         # The margin changes little between visits of a sample, so the root is
         # usually near u0, where σ(u0) = beta0 is known: a first Newton step
         # without exp, whose slope does not wait for the margin.
-        inv_slope = 1.0 / (1.0 + qc * beta0 * (1.0 - beta0))
-        s = (top - u0 - qc * beta0) * inv_slope
+        g1 = beta0 * (1.0 - beta0)
+        inv_slope = 1.0 / (1.0 + qc * g1)
+        # g(u0) = top - u0 - qc·beta0 = -(yz + u0): two operations from the
+        # margin, which waits for the previous step's update of Δw
+        s = -(yz + u0) * inv_slope
         anchored = True
         if lo <= u0 <= hi:
             if _newton_done(s, u0 + s, abs(s), half_curv, rtol):
+                if abs(s) <= _TAYLOR_MAX_SHIFT and (
+                        half_curv * abs(s) + _TAYLOR_ERR * abs(s) * s * s <= rtol):
+                    # σ(u0 + s) to third order in s, evaluated in two levels
+                    g2 = g1 * (0.5 - beta0)
+                    g3 = g1 * (1.0 - 6.0 * g1) * (1.0 / 6.0)
+                    b = (beta0 + s * g1) + (s * s) * (g2 + s * g3)
+                    return y * c * min(max(b, 0.0), 1.0)
                 if abs(s) <= 0.0625:
                     return y * c * min(max(_sigmoid_shift(beta0, s), 0.0), 1.0)
                 if lo <= u0 + s <= hi:
@@ -305,11 +345,14 @@ def coordinate_step(loss, y, a, c, z, q, rtol=0.0):
             if m < 0.0:
                 return 0.0
             return a
-        beta_new = min(max(beta + (1.0 - y * z) / q, 0.0), c)
+        # 1/q does not wait for the margin (which waits for the previous
+        # step's update of Δw): a multiplication on that path, not a division
+        beta_new = min(max(beta + (1.0 - y * z) * (1.0 / q), 0.0), c)
         return y * beta_new
     if loss == SQUARED_HINGE:
-        # (1 - yz + q·a·y) / (q + 1/(2c)), with one division
-        beta_new = max(0.0, c * (1.0 - y * z + q * a * y) / (q * c + 0.5))
+        # (1 - yz + q·a·y) / (q + 1/(2c)), the division taken before the
+        # margin is known (see the hinge)
+        beta_new = max(0.0, (1.0 - y * z + q * a * y) * (c / (q * c + 0.5)))
         return y * beta_new
     # squared: unconstrained
     return (y - z + q * a) / (q + 1.0 / c)

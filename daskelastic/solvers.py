@@ -48,6 +48,7 @@ from .losses import (
     LOSSES,
     coordinate_step,
     dual_value,
+    dual_value_change,
     logistic_step_at,
     primal_loss,
 )
@@ -70,7 +71,7 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
     zw = np.zeros(m)
     zd = np.zeros(m)
     coef = np.zeros(m)
-    loss_acc = dual_acc = az_acc = 0.0  # in registers, not in ``sums``
+    loss_acc = dual_acc = az_acc = change_acc = 0.0  # in registers, not in ``sums``
     done = 0
     for s in range(n_steps):
         if s % check_every == 0 and stop[0] != 0:
@@ -105,6 +106,8 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
             delta, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
                 gap, Z, U, i, k, loss_acc, dual_acc, az_acc, rtol)
+            change_acc += dual_value_change(loss, Y[i, k], alpha[i, k] + dalpha[i, k], c,
+                                            delta)
             coef[k] = delta * inv_lam_n
             if delta != 0.0:
                 dalpha[i, k] += delta
@@ -122,6 +125,8 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
     sums[0] += loss_acc
     sums[1] += dual_acc
     sums[2] += az_acc
+    if sums.shape[0] > 3:
+        sums[3] += change_acc
     return done
 
 
@@ -170,7 +175,7 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
     y1, a1, da1 = Y[:, 0], alpha[:, 0], dalpha[:, 0]
     zw0 = icpt * w1[d]
     sq0 = icpt * icpt
-    loss_acc = dual_acc = az_acc = 0.0
+    loss_acc = dual_acc = az_acc = change_acc = 0.0
     done = 0
     countdown = 0
     for s in range(n_steps):
@@ -202,6 +207,7 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
             sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc,
             rtol)
+        change_acc += dual_value_change(loss, Y[i, 0], alpha[i, 0] + dalpha[i, 0], sw[i], delta)
         if delta != 0.0:   # (unlike _sdca_csr_1: skipping d columns pays)
             dalpha[i, 0] += delta
             coef = delta * inv_lam_n
@@ -213,6 +219,8 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
     sums[0] += loss_acc
     sums[1] += dual_acc
     sums[2] += az_acc
+    if sums.shape[0] > 3:
+        sums[3] += change_acc
     return done
 
 
@@ -226,7 +234,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
     zw = np.zeros(m)
     zd = np.zeros(m)
     coef = np.zeros(m)
-    loss_acc = dual_acc = az_acc = 0.0  # in registers, not in ``sums``
+    loss_acc = dual_acc = az_acc = change_acc = 0.0  # in registers, not in ``sums``
     done = 0
     for s in range(n_steps):
         if s % check_every == 0 and stop[0] != 0:
@@ -275,6 +283,8 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
             delta, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
                 gap, Z, U, i, k, loss_acc, dual_acc, az_acc, rtol)
+            change_acc += dual_value_change(loss, Y[i, k], alpha[i, k] + dalpha[i, k], c,
+                                            delta)
             coef[k] = delta * inv_lam_n
             dalpha[i, k] += delta
         # unconditional, even when no dual value moved (see _sdca_csr_1)
@@ -290,6 +300,8 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
     sums[0] += loss_acc
     sums[1] += dual_acc
     sums[2] += az_acc
+    if sums.shape[0] > 3:
+        sums[3] += change_acc
     return done
 
 
@@ -310,7 +322,7 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
     y1, a1, da1 = Y[:, 0], alpha[:, 0], dalpha[:, 0]
     zw0 = icpt * w1[d]
     sq0 = icpt * icpt
-    loss_acc = dual_acc = az_acc = 0.0
+    loss_acc = dual_acc = az_acc = change_acc = 0.0
     done = 0
     countdown = 0
     for s in range(n_steps):
@@ -355,6 +367,7 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
             sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc,
             rtol)
+        change_acc += dual_value_change(loss, Y[i, 0], alpha[i, 0] + dalpha[i, 0], sw[i], delta)
         # Unconditional, even when the step left the dual value where it was:
         # a branch on ``delta != 0`` mispredicts on the hinge losses (whose
         # dual values sit at a bound for many rows) and each miss flushes the
@@ -369,6 +382,8 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
     sums[0] += loss_acc
     sums[1] += dual_acc
     sums[2] += az_acc
+    if sums.shape[0] > 3:
+        sums[3] += change_acc
     return done
 
 
@@ -489,10 +504,22 @@ def dual_change(Y, sample_weight, alpha, dalpha, *, loss, dual=None, work=None):
     if loss != LOGISTIC or dual is None:
         none = np.empty((0, 0))
         return float(_dual_change(Y, sample_weight, alpha, dalpha, loss, none, none, none, none))
+    return _logistic_dual_change(Y, sample_weight, alpha, dalpha, dual, work)[0]
+
+
+def _logistic_dual_change(Y, sw, alpha, dalpha, dual, work=None):
+    """:func:`dual_change` of the logistic loss, and the β of ``α + Δα`` with its logs.
+
+    Returns ``(change, (B, log_b, log_1b))``: the logs are those that
+    :func:`logistic_start` takes for the next round when ``Δα`` is committed
+    with a step of 1 (``work``'s arrays ``"beta"``, ``"next_log_b"`` and
+    ``"next_log_1b"``).
+    """
     B = _array(work, "beta", alpha)
-    _logistic_beta(Y, sample_weight, alpha, dalpha, B)
-    log_b, log_1b = _logs(B, work)
-    return float(_dual_change(Y, sample_weight, alpha, dalpha, loss, dual, B, log_b, log_1b))
+    _logistic_beta(Y, sw, alpha, dalpha, B)
+    log_b, log_1b = _logs(B, work, "next_")
+    return float(_dual_change(Y, sw, alpha, dalpha, LOGISTIC, dual, B, log_b, log_1b)), \
+        (B, log_b, log_1b)
 
 
 @njit(cache=True, nogil=True)
@@ -552,15 +579,18 @@ def _logistic_sums(Y, sw, A, Z, L, D, sums):
     sums[2] += az_acc
 
 
-def _logs(B, work=None):
-    """``log B`` and ``log1p(-B)``: NumPy's SIMD ``log``, several times a scalar loop's speed."""
-    log_b = np.log(B, out=_array(work, "log_b", B))
-    log_1b = np.negative(B, out=_array(work, "log_1b", B))
+def _logs(B, work=None, prefix=""):
+    """``log B`` and ``log1p(-B)``: NumPy's SIMD ``log``, several times a scalar loop's speed.
+
+    In ``work``'s arrays ``prefix + "log_b"`` and ``prefix + "log_1b"``.
+    """
+    log_b = np.log(B, out=_array(work, prefix + "log_b", B))
+    log_1b = np.negative(B, out=_array(work, prefix + "log_1b", B))
     np.log1p(log_1b, out=log_1b)
     return log_b, log_1b
 
 
-def logistic_start(Y, sample_weight, alpha, work=None):
+def logistic_start(Y, sample_weight, alpha, work=None, logs=None):
     """The dual values of a logistic chunk's committed ``α`` and their logits.
 
     The logistic loss's dual value and coordinate step need the logs of
@@ -578,6 +608,10 @@ def logistic_start(Y, sample_weight, alpha, work=None):
     work : Workspace, optional
         Where to take the arrays from (``D`` and ``U`` are its ``"dual"``
         and ``"logit"``).
+    logs : tuple of ndarray, optional
+        ``(B, log B, log1p(-B))`` for ``β = α·y/c`` (NaN outside ``(0, 1)``),
+        as the previous round's dual change took them (see
+        :meth:`ChunkSolver.commit`): then no log is taken here.
 
     Returns
     -------
@@ -597,12 +631,16 @@ def logistic_start(Y, sample_weight, alpha, work=None):
     >>> U.ravel().round(6)   # logit(β); none for β = 0
     array([ 0.      , -1.098612,       nan])
     """
-    B = _array(work, "logit", alpha)
-    _logistic_beta(Y, sample_weight, alpha, np.empty((0, 0)), B)
-    log_b, log_1b = _logs(B, work)
+    U = _array(work, "logit", alpha)
+    if logs is None:
+        B = U
+        _logistic_beta(Y, sample_weight, alpha, np.empty((0, 0)), B)
+        log_b, log_1b = _logs(B, work)
+    else:
+        B, log_b, log_1b = logs
     D = _array(work, "dual", alpha)
-    _logistic_duals(Y, sample_weight, alpha, B, log_b, log_1b, D, B)
-    return D, B
+    _logistic_duals(Y, sample_weight, alpha, B, log_b, log_1b, D, U)
+    return D, U
 
 
 def logistic_gap_sums(Y, sample_weight, alpha, Z, D, sums, work=None):
@@ -670,7 +708,9 @@ def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
     committed ``alpha`` and ``alpha·x·w`` are added to ``sums[0:3]`` — for
     the logistic loss, the margins ``x·w`` are written to ``margins``
     instead (``n × m``; :func:`logistic_gap_sums` adds them up), and its
-    steps read the ``logits`` of :func:`logistic_start`.  ``dalpha`` and
+    steps read the ``logits`` of :func:`logistic_start`.  A fourth entry of
+    ``sums``, if there is one, gets the change of the dual sum that the steps
+    make (what :func:`dual_change` gives; 0 for the logistic loss).  ``dalpha`` and
     ``dw`` accumulate the work; ``alpha`` and ``w`` are not written.  Returns
     the number of steps done (fewer when ``stop[0]`` was set).  The logistic
     steps stop at the relative accuracy ``step_rtol`` (0: exact; see
@@ -942,6 +982,12 @@ class ChunkSolver:
         self._blocks = []     # RowBlocks added by add_rows, not packed yet
         self._packed = None   # (X, Y, sw, alpha)
         self._work = Workspace()   # per-round arrays, sized to the packed rows
+        # The logistic β of α + Δα of the pending round and its logs; once
+        # committed with a step of 1, the same for the committed α, keyed by
+        # that α array (a repacking makes a new one): the next round's
+        # logistic_start then takes no log
+        self._pending_logs = None
+        self._alpha_logs = None   # (alpha, (B, log_b, log_1b))
 
     # -- chunk membership -------------------------------------------------
     def add_chunk(self, chunk_id, X, Y, sample_weight, alpha=None):
@@ -1324,7 +1370,7 @@ class ChunkSolver:
         dw = np.zeros_like(w)
         dalpha = _array(work, "dalpha", alpha)
         dalpha.fill(0.0)
-        sums = np.zeros(3)
+        sums = np.zeros(4)   # loss, dual, α·z at w; the dual change of Δα
         n = X.shape[0]
         budget = n if steps is None else int(steps)
         rng = np.random.default_rng([seed, round_id])
@@ -1333,8 +1379,12 @@ class ChunkSolver:
         done = 0
         dual = None
         margins = logits = None
+        self._pending_logs = None
         if self.loss == LOGISTIC:   # the logs out of the kernel: see logistic_start
-            dual, logits = logistic_start(Y, sw, alpha, work)
+            # (kept for this round only: its dual change writes the same arrays)
+            known, self._alpha_logs = self._alpha_logs, None
+            dual, logits = logistic_start(
+                Y, sw, alpha, work, logs=known[1] if known and known[0] is alpha else None)
             margins = _array(work, "margins", alpha)
         if slowdown > 1.0 and budget > 0 and n > 0:
             # load or compile the kernel first: a slowdown multiplies compute
@@ -1372,15 +1422,17 @@ class ChunkSolver:
                            margins=margins)
         if dual is not None:
             logistic_gap_sums(Y, sw, alpha, margins, dual, sums, work)
-        change = (dual_change(Y, sw, alpha, dalpha, loss=self.loss, dual=dual, work=work)
-                  if done else 0.0)
+        # added up by the kernels as they stepped, except the logistic loss's
+        change = sums[3]
+        if dual is not None and done:
+            change, self._pending_logs = _logistic_dual_change(Y, sw, alpha, dalpha, dual, work)
         cpu = time.thread_time() - cpu0
         t_end = time.perf_counter()
         stopped = done < budget
         latency = t_end - self._stop_time if stopped and self._stop_time else None
         self.running = None
         self.pending = (round_id, dalpha)
-        return LocalResult(dw, done, sums, n, t_end - t0, stopped, budget,
+        return LocalResult(dw, done, sums[:3], n, t_end - t0, stopped, budget,
                            stop_latency=latency, dual_change=change, cpu_seconds=cpu)
 
     def request_stop(self, round_id):
@@ -1444,6 +1496,9 @@ class ChunkSolver:
         """
         _, dalpha = self._take_pending(round_id)
         alpha = self._packed[3]
+        logs, self._pending_logs = self._pending_logs, None
+        # with a step of 1 the round's dual change took the logs of the new α
+        self._alpha_logs = (alpha, logs) if gamma == 1.0 and logs is not None else None
         if gamma != 1.0:
             dalpha *= gamma   # in place: no row-sized temporary (see Workspace)
         alpha += dalpha
@@ -1462,6 +1517,7 @@ class ChunkSolver:
             When round ``round_id`` has no pending work.
         """
         self._take_pending(round_id)
+        self._pending_logs = None
 
     def _take_pending(self, round_id):
         if self.pending is None or self.pending[0] != round_id:

@@ -165,6 +165,40 @@ def test_logistic_step_with_a_relative_tolerance_stops_that_close_to_the_root(
     From ``beta`` 0 or 1 (every sample's first step in a fit) the step
     starts with an exp-free Newton step from ``u = 0``.
     """
+    _check_relative_logistic_step(beta, shift, q, c, label, rtol)
+
+
+@settings(max_examples=300, deadline=None)
+@given(beta=st.one_of(st.floats(1e-6, 1 - 1e-6), st.sampled_from([1e-9, 1e-3, 0.5, 1 - 1e-9])),
+       shift=st.floats(-0.6, 0.6), q=st.floats(1e-3, 4), c=st.floats(0.1, 3),
+       label=st.sampled_from([-1.0, 1.0]), rtol=st.sampled_from([0.01, LOGISTIC_STEP_RTOL]))
+def test_logistic_step_read_from_the_cubic_stays_within_the_tolerance(
+        beta, shift, q, c, label, rtol):
+    """Short moves from an interior dual value: where the solver reads σ from a cubic.
+
+    The cubic's error (``_TAYLOR_ERR·s⁴`` in ``u``) counts against ``rtol``
+    with Newton's: the same bounds as above hold.
+    """
+    _check_relative_logistic_step(beta, shift, q, c, label, rtol)
+
+
+def test_the_cubic_read_of_the_sigmoid_is_within_its_error_bound():
+    """``σ(u0 + s)`` to third order, as ``logistic_step_at`` takes it, against ``exp``."""
+    from daskelastic.losses import _TAYLOR_ERR, _TAYLOR_MAX_SHIFT
+
+    for beta in [1e-12, 1e-4, 0.05, 0.3, 0.5, 0.7, 0.95, 1 - 1e-4, 1 - 1e-12]:
+        u0 = math.log(beta / (1 - beta))
+        g1 = beta * (1 - beta)
+        for s in np.linspace(-_TAYLOR_MAX_SHIFT, _TAYLOR_MAX_SHIFT, 201):
+            b = (beta + s * g1) + (s * s) * (g1 * (0.5 - beta) + s * (g1 * (1 - 6 * g1) / 6))
+            want = 1.0 / (1.0 + math.exp(-(u0 + s)))
+            # the bound in u, read in β (β within 1e-12 of 1 holds 1 - β to
+            # ~1e-4 only, as any float does): |Δβ| ≈ β(1 - β)·|Δu|
+            slope = want * (1 - want)
+            assert abs(b - want) <= slope * _TAYLOR_ERR * s**4 * 1.01 + 4e-16
+
+
+def _check_relative_logistic_step(beta, shift, q, c, label, rtol):
     code = loss_code("logistic")
     interior = 0 < beta < 1
     u0 = math.log(beta / (1 - beta)) if interior else 4 * beta - 2.0

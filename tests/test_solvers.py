@@ -442,6 +442,47 @@ def test_rounds_reuse_their_arrays_with_the_same_results(loss):
     assert "dalpha" in a._work._arrays and (loss != "logistic" or "dual" in a._work._arrays)
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_logistic_rounds_reuse_the_logs_of_the_committed_step_bit_for_bit(m):
+    """After a commit with a step of 1 the next round takes no log; results as taken afresh.
+
+    Through discarded rounds, steps other than 1, a stopped round and a
+    repacking (a chunk added), which each leave or drop the kept logs.
+    """
+    X, Y, sw = _problem("logistic", n=200, m=m, sparse=True)
+    a = ChunkSolver(loss_code("logistic"), m, 1.0)
+    b = ChunkSolver(loss_code("logistic"), m, 1.0)
+    for s in (a, b):
+        s.add_chunk(0, X[:150], Y[:150], sw[:150])
+    w = np.zeros((X.shape[1] + 1, m))
+    plan = [("commit", 1.0), ("commit", 1.0), ("discard", None), ("commit", 1.0),
+            ("commit", 0.6), ("commit", 1.0), ("stop", 1.0), ("add", 1.0), ("commit", 1.0)]
+    reused = 0
+    for r, (what, gamma) in enumerate(plan):
+        if what == "add":
+            for s in (a, b):
+                s.add_chunk(1, X[150:], Y[150:], sw[150:])
+        reused += a._alpha_logs is not None and a._alpha_logs[0] is a._pack()[3]
+        b._alpha_logs = None   # b takes the logs afresh every round
+        steps = 60 if what == "stop" else None
+        ra = a.solve(w, round_id=r, inv_lam_n=0.5, sigma=1.0, steps=steps)
+        rb = b.solve(w, round_id=r, inv_lam_n=0.5, sigma=1.0, steps=steps)
+        assert np.array_equal(ra.dw, rb.dw)
+        assert (ra.loss_sum, ra.dual_sum, ra.alpha_z_sum, ra.dual_change) == \
+            (rb.loss_sum, rb.dual_sum, rb.alpha_z_sum, rb.dual_change)
+        if what == "discard":
+            a.discard(r)
+            b.discard(r)
+            continue
+        a.commit(r, gamma=gamma)
+        b.commit(r, gamma=gamma)
+        w = w + gamma * ra.dw
+    assert np.array_equal(a._packed[3], b._packed[3])
+    # rounds 1, 2, 4, 6 and 8; not after the discarded round (whose dual
+    # change took the logs of its own α + Δα), the step of 0.6 or the chunk added
+    assert reused == 5
+
+
 def test_the_visiting_order_is_the_same_in_a_workspace():
     from daskelastic.solvers import Workspace
 
