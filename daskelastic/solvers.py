@@ -15,8 +15,8 @@ terms need an ``exp`` and three logs per sample, which NumPy takes over whole
 arrays with SIMD instructions several times faster than scalar calls in a
 kernel.  So the logs of its dual values are taken before the kernel
 (:func:`logistic_start`, which also gives each step its starting logit), the
-kernel writes each sample's margin ``x_i·w`` to an array, and the loss is
-added up after it (:func:`logistic_gap_sums`).
+kernel writes each sample's ``-|y_i·x_i·w|`` to an array, and the loss's logs
+are added up after it (:func:`logistic_gap_sums`).
 
 Each kernel is compiled once per loss, with the loss a constant
 (:func:`_specialise`): a kernel holds only its loss's code.
@@ -136,9 +136,10 @@ def _visit(loss, y, c, a0, da, zw, z, q, gap, Z, U, i, k, loss_acc, dual_acc, az
     """One visit of sample ``i``'s dual value ``k`` by a kernel: ``(its change, the sums)``.
 
     With ``gap`` the sample's gap terms at ``w`` (margin ``zw``) and the
-    committed ``a0`` are added to the sums, except for the logistic loss:
-    its margin goes to ``Z[i, k]`` instead, and :func:`logistic_gap_sums`
-    takes the logs after the kernel, with NumPy's SIMD ``log``.  The step
+    committed ``a0`` are added to the sums, except for the logistic loss's
+    ``log1p(exp(-|y·zw|))`` and dual value: ``-|y·zw|`` goes to ``Z[i, k]``
+    and :func:`logistic_gap_sums` adds those after the kernel, with NumPy's
+    SIMD ``exp`` and ``log1p``.  The step
     starts from ``a0 + da`` at margin ``z`` with curvature ``q`` (see
     ``coordinate_step``); on a logistic sample's first visit in the round
     (``da == 0``) from the logit ``U[i, k]`` of ``a0·y/c`` that
@@ -147,8 +148,11 @@ def _visit(loss, y, c, a0, da, zw, z, q, gap, Z, U, i, k, loss_acc, dual_acc, az
     """
     a = a0 + da
     if loss == LOGISTIC:
-        if gap:
-            Z[i, k] = zw
+        if gap:   # all but the loss's logs and the dual values' sum
+            yz = y * zw
+            Z[i, k] = -abs(yz)
+            loss_acc += c * max(-yz, 0.0)
+            az_acc += a0 * zw
         if da == 0.0:
             u0 = U[i, k]
             if u0 == u0:
@@ -401,11 +405,14 @@ def _gap_sums_dense(X, Y, sw, alpha, w, loss, icpt, rows, sums, Z):
             if xij != 0.0:
                 for k in range(m):
                     zw[k] += xij * w[j, k]
-        if loss == LOGISTIC:   # see logistic_gap_sums
-            for k in range(m):
-                Z[i, k] = zw[k]
-            continue
         c = sw[i]
+        if loss == LOGISTIC:   # as the kernels (_visit); the rest: logistic_gap_sums
+            for k in range(m):
+                yz = Y[i, k] * zw[k]
+                Z[i, k] = -abs(yz)
+                sums[0] += c * max(-yz, 0.0)
+                sums[2] += alpha[i, k] * zw[k]
+            continue
         for k in range(m):
             sums[0] += c * primal_loss(loss, Y[i, k], zw[k])
             sums[1] += dual_value(loss, Y[i, k], alpha[i, k], c)
@@ -426,11 +433,14 @@ def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums
             j = indices[p]
             for k in range(m):
                 zw[k] += xij * w[j, k]
-        if loss == LOGISTIC:   # see logistic_gap_sums
-            for k in range(m):
-                Z[i, k] = zw[k]
-            continue
         c = sw[i]
+        if loss == LOGISTIC:   # as the kernels (_visit); the rest: logistic_gap_sums
+            for k in range(m):
+                yz = Y[i, k] * zw[k]
+                Z[i, k] = -abs(yz)
+                sums[0] += c * max(-yz, 0.0)
+                sums[2] += alpha[i, k] * zw[k]
+            continue
         for k in range(m):
             sums[0] += c * primal_loss(loss, Y[i, k], zw[k])
             sums[1] += dual_value(loss, Y[i, k], alpha[i, k], c)
@@ -502,95 +512,103 @@ def dual_change(Y, sample_weight, alpha, dalpha, *, loss, dual=None, work=None):
         The sum over the entries with ``Δα ≠ 0``.
     """
     if loss != LOGISTIC or dual is None:
-        none = np.empty((0, 0))
-        return float(_dual_change(Y, sample_weight, alpha, dalpha, loss, none, none, none, none))
+        return float(_dual_change(Y, sample_weight, alpha, dalpha, loss))
     return _logistic_dual_change(Y, sample_weight, alpha, dalpha, dual, work)[0]
 
 
 def _logistic_dual_change(Y, sw, alpha, dalpha, dual, work=None):
-    """:func:`dual_change` of the logistic loss, and the β of ``α + Δα`` with its logs.
+    """:func:`dual_change` of the logistic loss, and the dual values and logits of ``α + Δα``.
 
-    Returns ``(change, (B, log_b, log_1b))``: the logs are those that
-    :func:`logistic_start` takes for the next round when ``Δα`` is committed
-    with a step of 1 (``work``'s arrays ``"beta"``, ``"next_log_b"`` and
-    ``"next_log_1b"``).
+    Returns ``(change, (D, U))``: what :func:`logistic_start` gives for
+    ``α + Δα``, hence for the next round when ``Δα`` is committed with a step
+    of 1.  ``D`` and ``U`` are ``work``'s arrays ``"dual"`` and ``"logit"``,
+    or ``"dual2"`` and ``"logit2"`` when ``dual`` is the first.
     """
+    m = Y.shape[1]
+    c = _entry_weights(sw, m, work)
+    y, a, da = Y.reshape(-1), alpha.reshape(-1), dalpha.reshape(-1)
     B = _array(work, "beta", alpha)
-    _logistic_beta(Y, sw, alpha, dalpha, B)
-    log_b, log_1b = _logs(B, work, "next_")
-    return float(_dual_change(Y, sw, alpha, dalpha, LOGISTIC, dual, B, log_b, log_1b)), \
-        (B, log_b, log_1b)
+    _logistic_beta(y, c, a, da, B.reshape(-1))
+    log_b, log_1b = _logs(B, work)
+    names = ("dual2", "logit2") if work is not None and dual is _array(work, "dual", alpha) \
+        else ("dual", "logit")
+    D, U = _array(work, names[0], alpha), _array(work, names[1], alpha)
+    _logistic_duals(y, c, a, da, B.reshape(-1), log_b.reshape(-1), log_1b.reshape(-1),
+                    D.reshape(-1), U.reshape(-1))
+    return float(_sum_changes(da, dual.reshape(-1), D.reshape(-1))), (D, U)
 
 
-@njit(cache=True, nogil=True)
-def _logistic_beta(Y, sw, A, dA, B):
-    """``B = β = (a + da)·y/c`` where ``0 < β < 1``, NaN elsewhere (``dA`` may be empty)."""
-    add = dA.shape[0] > 0
-    for i in range(Y.shape[0]):
-        c = sw[i]
-        for k in range(Y.shape[1]):
-            a = A[i, k] + dA[i, k] if add else A[i, k]
-            b = a * Y[i, k] / c if c > 0.0 else np.nan
-            B[i, k] = b if 0.0 < b < 1.0 else np.nan
+def _entry_weights(sw, m, work=None):
+    """The sample weights, one per entry of an ``n × m`` array (``sw`` itself for ``m = 1``)."""
+    if m == 1:
+        return sw
+    c = _array(work, "entry_weights", np.empty((sw.shape[0], m)))
+    c[:] = sw[:, None]
+    return c.reshape(-1)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _logistic_dual(y, a, c, b, log_b, log_1b):
-    """``dual_value`` of a logistic sample; ``b`` is its β when ``0 < β < 1`` (else NaN)."""
-    if b == b:
-        return -c * (b * log_b + (1.0 - b) * log_1b)
-    return dual_value(LOGISTIC, y, a, c)
+# The loops below run over the entries of ``n × m`` arrays flattened, with
+# selects instead of branches and NumPy's rules for a division by zero, so that
+# LLVM can vectorise them: over (n, m) arrays, with a branch to ``dual_value``
+# for dual values at a bound, they took 2-3x as long.
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _logistic_beta(y, c, a, da, b):
+    """``b = β = (a + da)·y/c`` where ``0 < β < 1``, NaN elsewhere (``da`` may be empty)."""
+    if da.shape[0] > 0:
+        for e in range(y.shape[0]):
+            v = (a[e] + da[e]) * y[e] / c[e]
+            b[e] = v if (v > 0.0) & (v < 1.0) & (c[e] > 0.0) else np.nan
+    else:
+        for e in range(y.shape[0]):
+            v = a[e] * y[e] / c[e]
+            b[e] = v if (v > 0.0) & (v < 1.0) & (c[e] > 0.0) else np.nan
 
 
-@njit(cache=True, nogil=True)
-def _logistic_duals(Y, sw, A, B, log_b, log_1b, D, U):
-    """Dual values ``D`` and logits ``U`` (NaN where a step cannot start from them).
+@njit(cache=True, nogil=True, error_model="numpy")
+def _logistic_duals(y, c, a, da, b, log_b, log_1b, D, U):
+    """Dual values ``D`` and logits ``U`` (NaN where a step cannot start from them) of ``a + da``.
 
-    ``U`` may be ``B``.
+    ``b`` is ``β`` where ``0 < β < 1``, else NaN (:func:`_logistic_beta`);
+    ``da`` may be empty, and ``U`` may be ``b``.  ``D`` is ``dual_value``'s,
+    bit for bit.
     """
-    for i in range(Y.shape[0]):
-        c = sw[i]
-        for k in range(Y.shape[1]):
-            b = B[i, k]
-            D[i, k] = _logistic_dual(Y[i, k], A[i, k], c, b, log_b[i, k], log_1b[i, k])
-            U[i, k] = log_b[i, k] - log_1b[i, k] if 1e-12 < b < 1.0 - 1e-12 else np.nan
+    add = da.shape[0] > 0
+    tol = 1e-12
+    for e in range(y.shape[0]):
+        ae = a[e] + da[e] if add else a[e]
+        ce = c[e]
+        be = b[e]
+        entropy = -ce * (be * log_b[e] + (1.0 - be) * log_1b[e])
+        # β at 0 or 1 (the entropy's 0, as dual_value gives it: -c·0), outside
+        # the domain (-inf), or a weight of 0 (0 for a dual value of 0)
+        beta = ae * y[e] / ce
+        inside = (beta >= -tol) & (beta <= 1.0 + tol)
+        bound = (-ce * 0.0 if inside else -np.inf) if ce > 0.0 else \
+            (0.0 if ae == 0.0 else -np.inf)
+        D[e] = entropy if be == be else bound
+        U[e] = log_b[e] - log_1b[e] if (be > tol) & (be < 1.0 - tol) else np.nan
 
 
 @njit(cache=True, nogil=True)
-def _neg_abs_margins(Y, Z, T):
-    for i in range(Y.shape[0]):
-        for k in range(Y.shape[1]):
-            T[i, k] = -abs(Y[i, k] * Z[i, k])
+def _sum_changes(da, D, Dn):
+    """``Σ Dn − D`` over the entries with ``da ≠ 0``, in order."""
+    total = 0.0
+    for e in range(da.shape[0]):
+        if da[e] != 0.0:
+            total += Dn[e] - D[e]
+    return total
 
 
-@njit(cache=True, nogil=True)
-def _logistic_sums(Y, sw, A, Z, L, D, sums):
-    """Add ``Σ c·ℓ`` (``L = log1p(exp(-|y·z|))``), ``Σ D`` and ``Σ a·z`` to ``sums``."""
-    loss_acc = dual_acc = az_acc = 0.0
-    for i in range(Y.shape[0]):
-        c = sw[i]
-        for k in range(Y.shape[1]):
-            z = Z[i, k]
-            loss_acc += c * (max(-Y[i, k] * z, 0.0) + L[i, k])
-            dual_acc += D[i, k]
-            az_acc += A[i, k] * z
-    sums[0] += loss_acc
-    sums[1] += dual_acc
-    sums[2] += az_acc
-
-
-def _logs(B, work=None, prefix=""):
-    """``log B`` and ``log1p(-B)``: NumPy's SIMD ``log``, several times a scalar loop's speed.
-
-    In ``work``'s arrays ``prefix + "log_b"`` and ``prefix + "log_1b"``.
-    """
-    log_b = np.log(B, out=_array(work, prefix + "log_b", B))
-    log_1b = np.negative(B, out=_array(work, prefix + "log_1b", B))
+def _logs(B, work=None):
+    """``log B`` and ``log1p(-B)``: NumPy's SIMD ``log``, several times a scalar loop's speed."""
+    log_b = np.log(B, out=_array(work, "log_b", B))
+    log_1b = np.negative(B, out=_array(work, "log_1b", B))
     np.log1p(log_1b, out=log_1b)
     return log_b, log_1b
 
 
-def logistic_start(Y, sample_weight, alpha, work=None, logs=None):
+def logistic_start(Y, sample_weight, alpha, work=None):
     """The dual values of a logistic chunk's committed ``α`` and their logits.
 
     The logistic loss's dual value and coordinate step need the logs of
@@ -608,10 +626,6 @@ def logistic_start(Y, sample_weight, alpha, work=None, logs=None):
     work : Workspace, optional
         Where to take the arrays from (``D`` and ``U`` are its ``"dual"``
         and ``"logit"``).
-    logs : tuple of ndarray, optional
-        ``(B, log B, log1p(-B))`` for ``β = α·y/c`` (NaN outside ``(0, 1)``),
-        as the previous round's dual change took them (see
-        :meth:`ChunkSolver.commit`): then no log is taken here.
 
     Returns
     -------
@@ -631,40 +645,38 @@ def logistic_start(Y, sample_weight, alpha, work=None, logs=None):
     >>> U.ravel().round(6)   # logit(β); none for β = 0
     array([ 0.      , -1.098612,       nan])
     """
+    m = Y.shape[1]
+    c = _entry_weights(sample_weight, m, work)
+    y, a = Y.reshape(-1), alpha.reshape(-1)
     U = _array(work, "logit", alpha)
-    if logs is None:
-        B = U
-        _logistic_beta(Y, sample_weight, alpha, np.empty((0, 0)), B)
-        log_b, log_1b = _logs(B, work)
-    else:
-        B, log_b, log_1b = logs
+    B = U.reshape(-1)   # β first, the logits over it
+    none = np.empty(0)
+    _logistic_beta(y, c, a, none, B)
+    log_b, log_1b = _logs(U, work)
     D = _array(work, "dual", alpha)
-    _logistic_duals(Y, sample_weight, alpha, B, log_b, log_1b, D, U)
+    _logistic_duals(y, c, a, none, B, log_b.reshape(-1), log_1b.reshape(-1), D.reshape(-1), B)
     return D, U
 
 
-def logistic_gap_sums(Y, sample_weight, alpha, Z, D, sums, work=None):
-    """Add a logistic chunk's loss, dual and ``α·z`` sums at margins ``Z`` to ``sums``.
+def logistic_gap_sums(sample_weight, T, D, sums, work=None):
+    """Add the logistic loss's logs and the dual values to ``sums``.
 
-    ``D`` holds the dual values (:func:`logistic_start`); the loss
-    ``log(1 + exp(-y·z))`` is taken with NumPy's SIMD ``exp`` and ``log1p``
-    (in ``work``'s array ``"log_b"`` when given).
+    The kernels (and :func:`gap_sums_chunk`) add the rest of the gap terms
+    and write ``T = -|y·x·w|``; here ``Σ c·log1p(exp(T))`` goes to
+    ``sums[0]`` (with NumPy's SIMD ``exp`` and ``log1p``, in ``work``'s array
+    ``"log_b"`` when given) and ``Σ D`` (the dual values of
+    :func:`logistic_start`) to ``sums[1]``.
     """
-    L = _array(work, "log_b", Z)
-    _neg_abs_margins(Y, Z, L)
-    np.exp(L, out=L)
+    L = _array(work, "log_b", T)
+    np.exp(T, out=L)
     np.log1p(L, out=L)
-    _logistic_sums(Y, sample_weight, alpha, Z, L, D, sums)
+    sums[0] += float(np.sum(sample_weight @ L))
+    sums[1] += float(np.sum(D))
 
 
 @njit(cache=True, nogil=True)
-def _dual_change(Y, sw, alpha, dalpha, loss, D, B, log_b, log_1b):
-    """``Σ dual_value(α + Δα) − dual_value(α)`` over the entries with ``Δα ≠ 0``.
-
-    With ``D`` not empty (logistic loss), ``D`` holds ``dual_value(α)`` and
-    ``B``, ``log_b``, ``log_1b`` the β of ``α + Δα`` and its logs.
-    """
-    logs = D.shape[0] > 0
+def _dual_change(Y, sw, alpha, dalpha, loss):
+    """``Σ dual_value(α + Δα) − dual_value(α)`` over the entries with ``Δα ≠ 0``."""
     total = 0.0
     for i in range(alpha.shape[0]):
         c = sw[i]
@@ -673,11 +685,7 @@ def _dual_change(Y, sw, alpha, dalpha, loss, D, B, log_b, log_1b):
             if da != 0.0:
                 y = Y[i, k]
                 a = alpha[i, k]
-                if logs:
-                    total += _logistic_dual(y, a + da, c, B[i, k], log_b[i, k],
-                                            log_1b[i, k]) - D[i, k]
-                else:
-                    total += dual_value(loss, y, a + da, c) - dual_value(loss, y, a, c)
+                total += dual_value(loss, y, a + da, c) - dual_value(loss, y, a, c)
     return total
 
 
@@ -706,9 +714,10 @@ def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
     ``n_rows`` positions of the sequence must be a permutation of the chunk's
     rows: on those first visits the loss at ``w``, the dual value of the
     committed ``alpha`` and ``alpha·x·w`` are added to ``sums[0:3]`` — for
-    the logistic loss, the margins ``x·w`` are written to ``margins``
-    instead (``n × m``; :func:`logistic_gap_sums` adds them up), and its
-    steps read the ``logits`` of :func:`logistic_start`.  A fourth entry of
+    the logistic loss all but the loss's ``log1p(exp(-|y·x·w|))`` and the
+    dual values: ``-|y·x·w|`` is written to ``margins`` instead (``n × m``;
+    :func:`logistic_gap_sums` adds the rest), and its steps read the
+    ``logits`` of :func:`logistic_start`.  A fourth entry of
     ``sums``, if there is one, gets the change of the dual sum that the steps
     make (what :func:`dual_change` gives; 0 for the logistic loss).  ``dalpha`` and
     ``dw`` accumulate the work; ``alpha`` and ``w`` are not written.  Returns
@@ -733,8 +742,8 @@ def gap_sums_chunk(X, Y, sample_weight, alpha, w, *, loss, intercept_scaling,
                    rows, sums, margins=None):
     """Add loss, dual value and ``alpha·x·w`` over ``rows`` to ``sums[0:3]``.
 
-    For the logistic loss the margins of ``rows`` are written to ``margins``
-    instead (see :func:`sdca_chunk`).
+    For the logistic loss ``-|y·x·w|`` of ``rows`` is written to ``margins``
+    instead of the loss's logs and the dual values (see :func:`sdca_chunk`).
     """
     if margins is None:
         if loss == LOGISTIC:
@@ -982,12 +991,12 @@ class ChunkSolver:
         self._blocks = []     # RowBlocks added by add_rows, not packed yet
         self._packed = None   # (X, Y, sw, alpha)
         self._work = Workspace()   # per-round arrays, sized to the packed rows
-        # The logistic β of α + Δα of the pending round and its logs; once
-        # committed with a step of 1, the same for the committed α, keyed by
-        # that α array (a repacking makes a new one): the next round's
-        # logistic_start then takes no log
-        self._pending_logs = None
-        self._alpha_logs = None   # (alpha, (B, log_b, log_1b))
+        # The logistic dual values and logits of α + Δα of the pending round;
+        # once committed with a step of 1, those of the committed α, keyed by
+        # that α array (a repacking makes a new one): the next round then
+        # takes no log before its kernel (see logistic_start)
+        self._pending_duals = None
+        self._alpha_duals = None   # (alpha, (D, U))
 
     # -- chunk membership -------------------------------------------------
     def add_chunk(self, chunk_id, X, Y, sample_weight, alpha=None):
@@ -1379,12 +1388,16 @@ class ChunkSolver:
         done = 0
         dual = None
         margins = logits = None
-        self._pending_logs = None
+        self._pending_duals = None
         if self.loss == LOGISTIC:   # the logs out of the kernel: see logistic_start
-            # (kept for this round only: its dual change writes the same arrays)
-            known, self._alpha_logs = self._alpha_logs, None
-            dual, logits = logistic_start(
-                Y, sw, alpha, work, logs=known[1] if known and known[0] is alpha else None)
+            known = self._alpha_duals
+            if known is not None and known[0] is alpha:
+                # (the round's dual change writes the other pair of arrays,
+                # so they stay valid if the round is discarded)
+                dual, logits = known[1]
+            else:
+                self._alpha_duals = None
+                dual, logits = logistic_start(Y, sw, alpha, work)
             margins = _array(work, "margins", alpha)
         if slowdown > 1.0 and budget > 0 and n > 0:
             # load or compile the kernel first: a slowdown multiplies compute
@@ -1421,11 +1434,11 @@ class ChunkSolver:
                            intercept_scaling=self.intercept_scaling, rows=rest, sums=sums,
                            margins=margins)
         if dual is not None:
-            logistic_gap_sums(Y, sw, alpha, margins, dual, sums, work)
+            logistic_gap_sums(sw, margins, dual, sums, work)
         # added up by the kernels as they stepped, except the logistic loss's
         change = sums[3]
         if dual is not None and done:
-            change, self._pending_logs = _logistic_dual_change(Y, sw, alpha, dalpha, dual, work)
+            change, self._pending_duals = _logistic_dual_change(Y, sw, alpha, dalpha, dual, work)
         cpu = time.thread_time() - cpu0
         t_end = time.perf_counter()
         stopped = done < budget
@@ -1496,9 +1509,10 @@ class ChunkSolver:
         """
         _, dalpha = self._take_pending(round_id)
         alpha = self._packed[3]
-        logs, self._pending_logs = self._pending_logs, None
-        # with a step of 1 the round's dual change took the logs of the new α
-        self._alpha_logs = (alpha, logs) if gamma == 1.0 and logs is not None else None
+        duals, self._pending_duals = self._pending_duals, None
+        # with a step of 1 the round's dual change took the dual values and
+        # logits of the new α; else the next round takes them afresh
+        self._alpha_duals = (alpha, duals) if gamma == 1.0 and duals is not None else None
         if gamma != 1.0:
             dalpha *= gamma   # in place: no row-sized temporary (see Workspace)
         alpha += dalpha
@@ -1517,7 +1531,7 @@ class ChunkSolver:
             When round ``round_id`` has no pending work.
         """
         self._take_pending(round_id)
-        self._pending_logs = None
+        self._pending_duals = None   # (a kept α's dual values stay valid)
 
     def _take_pending(self, round_id):
         if self.pending is None or self.pending[0] != round_id:
@@ -1547,7 +1561,7 @@ class ChunkSolver:
                        loss=self.loss, intercept_scaling=self.intercept_scaling,
                        rows=np.arange(X.shape[0], dtype=np.int64), sums=sums, margins=margins)
         if margins is not None:
-            logistic_gap_sums(Y, sw, alpha, margins, logistic_start(Y, sw, alpha)[0], sums)
+            logistic_gap_sums(sw, margins, logistic_start(Y, sw, alpha)[0], sums)
         return tuple(float(v) for v in sums)
 
     def prepare(self):

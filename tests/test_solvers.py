@@ -66,8 +66,8 @@ def test_kernel_matches_numpy_twin(loss, sparse, dtype, m, visits):
                       order=order.astype(np.int64), stop=np.zeros(1, np.int64), sums=sums,
                       margins=margins, logits=logits, step_rtol=0.0)
     if loss == "logistic":
-        assert not sums.any()
-        logistic_gap_sums(Y, sw, alpha, margins, dual, sums)
+        assert sums[1] == 0.0   # the dual values' sum: taken with the logs, after
+        logistic_gap_sums(sw, margins, dual, sums)
     tol = 1e-5 if dtype == np.float32 else 1e-9
     assert done == order.shape[0]
     np.testing.assert_allclose(dalpha, want_da, rtol=tol, atol=tol)
@@ -443,8 +443,10 @@ def test_rounds_reuse_their_arrays_with_the_same_results(loss):
 
 
 @pytest.mark.parametrize("m", [1, 3])
-def test_logistic_rounds_reuse_the_logs_of_the_committed_step_bit_for_bit(m):
+def test_logistic_rounds_reuse_the_dual_values_of_the_committed_step_bit_for_bit(m):
     """After a commit with a step of 1 the next round takes no log; results as taken afresh.
+
+    The dual values and logits of ``α + Δα`` come from the round's dual change.
 
     Through discarded rounds, steps other than 1, a stopped round and a
     repacking (a chunk added), which each leave or drop the kept logs.
@@ -462,8 +464,8 @@ def test_logistic_rounds_reuse_the_logs_of_the_committed_step_bit_for_bit(m):
         if what == "add":
             for s in (a, b):
                 s.add_chunk(1, X[150:], Y[150:], sw[150:])
-        reused += a._alpha_logs is not None and a._alpha_logs[0] is a._pack()[3]
-        b._alpha_logs = None   # b takes the logs afresh every round
+        reused += a._alpha_duals is not None and a._alpha_duals[0] is a._pack()[3]
+        b._alpha_duals = None   # b takes the logs afresh every round
         steps = 60 if what == "stop" else None
         ra = a.solve(w, round_id=r, inv_lam_n=0.5, sigma=1.0, steps=steps)
         rb = b.solve(w, round_id=r, inv_lam_n=0.5, sigma=1.0, steps=steps)
@@ -478,9 +480,9 @@ def test_logistic_rounds_reuse_the_logs_of_the_committed_step_bit_for_bit(m):
         b.commit(r, gamma=gamma)
         w = w + gamma * ra.dw
     assert np.array_equal(a._packed[3], b._packed[3])
-    # rounds 1, 2, 4, 6 and 8; not after the discarded round (whose dual
-    # change took the logs of its own α + Δα), the step of 0.6 or the chunk added
-    assert reused == 5
+    # rounds 1-4 (a discarded round leaves α and its kept values), 6 and 8;
+    # not after the step of 0.6 or the chunk added
+    assert reused == 6
 
 
 def test_the_visiting_order_is_the_same_in_a_workspace():
