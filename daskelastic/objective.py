@@ -26,6 +26,7 @@ unlike scikit-learn's lbfgs, which leaves it free).  A large
 ``intercept_scaling`` makes the penalty on the intercept negligible.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,11 @@ def lambda_from_C(C, n_samples):
     float
         ``λ``, the weight of ``½‖w‖²`` in the primal divided by ``C n``.
 
+    Raises
+    ------
+    ValueError
+        When ``C`` or ``n_samples`` is not positive, or ``C n`` is not finite.
+
     Examples
     --------
     >>> from daskelastic.objective import lambda_from_C
@@ -57,6 +63,12 @@ def lambda_from_C(C, n_samples):
     """
     if C <= 0 or n_samples <= 0:
         raise ValueError("C and n_samples must be positive")
+    if not math.isfinite(C * n_samples):
+        # λ would be 0: an unregularised problem, whose dual has no solution
+        raise ValueError(
+            f"C={C:g} is too large for {n_samples} samples: C·n_samples overflows "
+            "float64 (for Ridge: alpha too small); use a finite C·n_samples, "
+            "e.g. C ≤ 1e300 / n_samples")
     return 1.0 / (C * n_samples)
 
 

@@ -22,6 +22,24 @@ def test_lambda_is_one_over_C_n():
         lambda_from_C(0.0, 10)
 
 
+def test_a_C_too_large_for_float64_is_a_clear_error():
+    """C·n = inf would make λ = 0 (before: ZeroDivisionError deep in the fit)."""
+    with pytest.raises(ValueError, match="too large for 2000 samples"):
+        lambda_from_C(1e308, 2000)
+    assert lambda_from_C(1e300, 2000) > 0.0
+
+
+def test_estimators_refuse_a_C_too_large_before_fitting():
+    from daskelastic import LogisticRegression, Ridge
+
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match="C·n_samples overflows"):
+        LogisticRegression(C=1e308, backend="inprocess").fit(X, y)
+    with pytest.raises(ValueError, match="alpha too small"):
+        Ridge(alpha=1e-308, backend="inprocess").fit(X, X[:, 1])
+
+
 def test_relative_gap_is_gap_over_primal():
     assert relative_gap(2.0, 1.5) == pytest.approx(0.25)
 
