@@ -54,7 +54,7 @@ LOGISTIC_STEP_RTOL = 0.1
 _TAYLOR_MAX_SHIFT = 0.5
 
 #: Bound on that error in the logit ``u``, as a multiple of ``s⁴``: the
-#: remainder is ``σ(ξ)·s⁴/24`` with ``|σ/σ'| = |(1 - 2σ)(1 - 12σ(1 - σ))|
+#: remainder is ``σ''''(ξ)·s⁴/24`` with ``|σ''''/σ'| = |(1 - 2σ)(1 - 12σ(1 - σ))|
 #: ≤ 1``, and ``σ'`` changes by at most ``e^{|s|} < 1.65`` between the points
 #: involved, so ``1.65/24 < 0.07``; taken with a margin.
 _TAYLOR_ERR = 0.12
@@ -149,7 +149,7 @@ def dual_value_change(loss, y, a, c, delta):
     In closed form for the hinge, squared hinge and squared losses, so that a
     solver kernel can add it up as it steps; 0 for the logistic loss, whose
     change needs logs (taken over whole arrays, see
-    :func:`daskelastic.solvers.dual_change`).
+    ``daskelastic.solvers._logistic_dual_change``).
     """
     if loss == LOGISTIC or c <= 0.0:
         return 0.0
