@@ -1026,7 +1026,10 @@ class Ridge(RegressorMixin, _CoCoABase):
         offset = None
         if self.fit_intercept:
             total = sample_weight.sum()
-            offset = (sample_weight @ y2) / total if total > 0 else np.zeros(y2.shape[1])
+            # einsum, not a BLAS product: OpenBLAS's threads would spin on every
+            # core through the start of the fit
+            offset = np.einsum("i,ij->j", sample_weight, y2) / total if total > 0 \
+                else np.zeros(y2.shape[1])
         return TargetEncoder(offset=offset, n_targets=y2.shape[1])
 
     def _make_encoder_dask(self, y, sample_weight):
