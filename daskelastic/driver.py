@@ -601,6 +601,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     seed = 0 if random_state is None else int(random_state)
     adaptive_sigma = sigma is None and problem.loss != HINGE
     sigma_next = None          # adaptive: (σ′ the last round asks for, results it added)
+    adapted_last = False       # adaptive: whether the last round ran with that σ′
     for round_id in range(max_iter + 1):
         settlements = backend.between_rounds(settlements)
         last = round_id == max_iter
@@ -611,8 +612,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             plan = (WaitPolicy() if last else policy).plan(K)
             k_max = plan.max_used or K
             sig = gamma * k_max if sigma is None else float(sigma)
-            if adaptive_sigma and sigma_next is not None:
-                # scaled to the number of results this round can add
+            adapted = adaptive_sigma and sigma_next is not None and not adapted_last
+            if adapted:
+                # every other round; the safe rounds between damp what the
+                # smaller σ′ overshoots along directions the workers' rows share
+                # (the dual's bound measures ‖ΣΔv‖², blind to that; the primal
+                # objective sees it).  Scaled to the results this round can add
                 wanted, added = sigma_next
                 sig = min(max(wanted * k_max / added, min(1.0, sig)), sig)
             w = v + shift
@@ -638,6 +643,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 sigma_next = None
                 plain_gaps.clear()   # the gap jumps with the lost α: not a slowdown
                 outer_gaps.clear()
+        adapted_last = adapted
         results = outcome.results
         used = set() if last else outcome.used
         # sums in a fixed order, not arrival order or a set's (which follows the
