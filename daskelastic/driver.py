@@ -475,9 +475,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         after each round the driver evaluates the dual objective along the
         sum of the added proposals and steps ``t = min(γ, t*)`` along it,
         ``t*`` maximising a lower bound of the dual's gain (the docs'
-        *Algorithms* page, *Adaptive σ′*); the next σ′ is ``σ′ / t*``, scaled
-        to the number of results the next round can add and kept between
-        ``min(1, γ K′)`` and ``γ K′``.  Each round then still raises the dual (where no bound
+        *Algorithms* page, *Adaptive σ′*); the round after a safe one uses
+        ``σ′ / t*``, scaled to the number of results it can add and kept
+        between ``min(1, γ K′)`` and ``γ K′``, and the round after that the
+        safe ``γ K′`` again: a smaller σ′ overshoots along directions that
+        the workers' rows share, which the dual's bound does not see and the
+        safe rounds damp.  Each round then still raises the dual (where no bound
         is usable, near the optimum, the step is the CoCoA+-safe ``σ′ / K′``
         and the next σ′ the safe one).  After a scale-in, a join or a lost
         worker σ′ starts again from ``γ K′``.  For the hinge, σ′ stays
