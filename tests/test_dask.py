@@ -225,6 +225,38 @@ def test_actor_and_task_rounds_give_the_same_iterates(table, client):
     assert all(not fits for fits in _fit_state(client).values())
 
 
+def test_actor_calls_direct_or_through_the_scheduler_give_the_same_iterates(table, client):
+    """Where the actor calls go changes latency, not the computation."""
+    import dask
+
+    X, y = table
+    fits = {}
+    for setting in ("direct", "scheduler"):
+        with dask.config.set({"daskelastic.actor-calls": setting}):
+            fits[setting] = de.LogisticRegression(C=0.5, tol=1e-4, random_state=1,
+                                                  backend="dask",
+                                                  straggler_policy="wait").fit(X, y)
+    np.testing.assert_array_equal(fits["direct"].coef_, fits["scheduler"].coef_)
+    assert len(fits["direct"].history_) == len(fits["scheduler"].history_) > 1
+    assert all(not fits for fits in _fit_state(client).values())
+
+
+def test_actor_calls_go_direct_where_the_client_reaches_the_worker(client):
+    from daskelastic.backends.dask import _calls_direct
+
+    local = next(iter(client.scheduler_info()["workers"]))   # a LocalCluster's: loopback
+    assert local.startswith("tcp://127.0.0.1:")
+    assert _calls_direct(client, local, "auto")
+    assert _calls_direct(client, "inproc://10.1.2.3/1234/5", "auto")
+    remote = "tcp://10.1.2.3:34567"
+    assert not _calls_direct(client, remote, "auto")
+    assert not _calls_direct(client, "tcp://worker-7.cluster:34567", "auto")
+    assert _calls_direct(client, remote, "direct")
+    assert not _calls_direct(client, local, "scheduler")
+    with pytest.raises(ValueError, match="actor-calls must be"):
+        _calls_direct(client, local, "fastest")
+
+
 def test_unknown_round_transport_is_rejected(client):
     from daskelastic.backends.dask import DaskBackend
 

@@ -7,12 +7,15 @@ Only ``w``, the settlement of the previous round and a few numbers travel to
 a worker each round, and only ``Δw`` and a few numbers come back.
 
 Rounds reach the workers as calls to one :class:`RoundActor` per worker
-(the default: direct client → worker calls, no scheduler hop) or, with
+(the default; sent straight from the client to the worker where it can reach
+it, see ``daskelastic.actor-calls``) or, with
 ``daskelastic.round-transport: task``, as one task per worker per round named
 ``daskelastic-round-…`` in the dashboard's task stream.
 """
 
 import asyncio
+import concurrent.futures
+import ipaddress
 import uuid
 import warnings
 from collections import defaultdict
@@ -22,7 +25,9 @@ import numpy as np
 import scipy.sparse as sp
 from dask.core import flatten
 from distributed import futures_of, get_worker, wait
+from distributed.comm import get_address_host, parse_address
 from distributed.comm.core import CommClosedError
+from distributed.protocol import to_serialize
 from distributed.utils import TimeoutError as DaskTimeoutError
 
 from .. import adaptive, config
@@ -139,9 +144,10 @@ def request_stop(fit_id, round_id, dask_worker=None):
 class RoundActor:
     """A Dask actor on one worker that runs the rounds of one fit.
 
-    Calling an actor goes from the client straight to the worker, without the
-    scheduler: a round costs one direct round trip instead of a task's
-    client → scheduler → worker → scheduler → client path (measured on a
+    A call of an actor's method is one message to its worker and one back
+    (through the scheduler unless it is sent straight to the worker, see
+    :class:`_DirectCalls`), not a task's client → scheduler → worker →
+    scheduler → client path and the scheduler's bookkeeping (measured on a
     2-worker LocalCluster: ~3× less overhead per round).  The solver state is
     the same worker-local registry the load tasks fill.
     """
@@ -232,10 +238,82 @@ def drop_fit(fit_id, dask_worker=None):
 # --------------------------------------------------------------------------
 # the driver side
 # --------------------------------------------------------------------------
+class _DirectCalls:
+    """Calls of a worker's actor sent from the client straight to the worker.
+
+    A ``distributed.Actor`` proxy sends its calls through the scheduler, which
+    forwards them, unless the client was made with ``direct_to_workers=True``
+    (workers behind a firewall may be out of a client's reach).  This proxy
+    sends each call to the worker's ``actor_execute`` handler over the
+    client's connection pool, as such a client does, and returns a
+    ``concurrent.futures.Future`` of its result.  Measured on a 2-worker
+    LocalCluster (flights, logistic): a round spent 6.4 ms outside the
+    solvers with direct calls, 8.3 ms with calls through the scheduler.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The client whose event loop and connections send the calls.
+    address : str
+        Address of the worker that holds the actor.
+    key : str
+        Key of the actor (of the future that created it).
+    """
+
+    def __init__(self, client, address, key):
+        self._client = client
+        self._address = address
+        self._key = key
+
+    def __getattr__(self, method):
+        if method.startswith("_"):
+            raise AttributeError(method)
+
+        def call(*args):
+            return asyncio.run_coroutine_threadsafe(self._call(method, args),
+                                                    self._client.loop.asyncio_loop)
+        return call
+
+    async def _call(self, method, args):
+        result = await self._client.rpc(self._address).actor_execute(
+            function=method, actor=self._key, args=[to_serialize(a) for a in args],
+            kwargs={})
+        if result["status"] == "OK":
+            return result["result"]
+        raise result["exception"]
+
+
+def _calls_direct(client, address, setting):
+    """Whether calls of the actor on ``address`` go straight to its worker.
+
+    ``setting`` is ``daskelastic.actor-calls``: ``"direct"``, ``"scheduler"``,
+    or ``"auto"``: direct when the client sends its other calls straight to
+    the workers (``direct_to_workers``) or the worker listens on a loopback
+    or in-process address, which a client on that machine reaches.
+    """
+    if setting not in ("auto", "direct", "scheduler"):
+        raise ValueError(f"daskelastic.actor-calls must be 'auto', 'direct' or "
+                         f"'scheduler', got {setting!r}")
+    if setting != "auto":
+        return setting == "direct"
+    if client.direct_to_workers:
+        return True
+    if parse_address(address)[0] == "inproc":
+        return True
+    host = get_address_host(address)
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:   # a host name
+        return False
+
+
 async def _wait_first_actor_call(calls, timeout):
     """Return once one of the actor calls is done, or ``timeout`` seconds passed."""
     async def settle(call):
         try:
+            if isinstance(call, concurrent.futures.Future):
+                # shielded: cancelling the wait below must not cancel the call
+                call = asyncio.shield(asyncio.wrap_future(call))
             await call
         except Exception:  # noqa: BLE001 - the error is raised by .result() later
             pass
@@ -523,7 +601,8 @@ class DaskBackend(Backend):
     def _on_each_actor(self, method, args):
         """Call ``method`` of the actors of ``args``' workers with their args; wait for all.
 
-        The calls go straight to the workers, which run them after any round.
+        The calls go to the actors (see ``daskelastic.actor-calls``), which run them
+        after any round.
         """
         with self.client.as_current():
             self._ensure_actors()
@@ -827,7 +906,12 @@ class DaskBackend(Backend):
         missing = [a for a in self.placement if a not in self._actors]
         if missing:
             self._submit_actors(missing)
-            self._actors.update({a: self._actor_futures[a].result() for a in missing})
+            setting = config.get("actor-calls")
+            for a in missing:
+                future = self._actor_futures[a]
+                actor = future.result()   # once the actor is up
+                self._actors[a] = (_DirectCalls(self.client, a, future.key)
+                                   if _calls_direct(self.client, a, setting) else actor)
 
     def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
                     slowdowns=None):
