@@ -225,6 +225,16 @@ class _CoCoABase(BaseEstimator):
         return X, y, sample_weight
 
     def _fit(self, X, y, sample_weight=None):
+        # dask input's persisted arrays until their blocks are loaded; emptied
+        # here whatever happens, also when an error's traceback keeps frames
+        # that refer to the list
+        held = []
+        try:
+            return self._fit_holding(X, y, sample_weight, held)
+        finally:
+            held.clear()
+
+    def _fit_holding(self, X, y, sample_weight, held):
         if self.client is not None:
             from distributed import Client
 
@@ -242,7 +252,7 @@ class _CoCoABase(BaseEstimator):
         dask_input = _is_dask_collection(X)
         if dask_input:
             with _in_context(self.client):
-                X, y, sample_weight, encoder = self._prepare_dask(X, y, sample_weight)
+                X, y, sample_weight, encoder = self._prepare_dask(X, y, sample_weight, held)
             n, d = X.shape
             n_values = n * d
         else:
@@ -305,7 +315,8 @@ class _CoCoABase(BaseEstimator):
                 backend = DaskBackend(client, problem, workers=workers,
                                       owns_cluster=owns_cluster)
                 if dask_input:
-                    backend.load_dask(X, y, sample_weight, encoder)
+                    backend.load_dask(X, y, sample_weight, encoder, persisted=held or None)
+                    held.clear()   # the blocks live in the workers' solvers now
                 else:
                     k = len(backend.available_workers)
                     backend.load_chunks(make_chunks(X, Y, sw,
@@ -364,7 +375,7 @@ class _CoCoABase(BaseEstimator):
             return None
         return ProgressBar(tol=self.tol, max_iter=self.max_iter, per_round=self.verbose >= 2)
 
-    def _prepare_dask(self, X, y, sample_weight):
+    def _prepare_dask(self, X, y, sample_weight, held):
         import dask.array as da
 
         Xa = _dask_to_array(X, "X")
@@ -397,7 +408,22 @@ class _CoCoABase(BaseEstimator):
             if sample_weight.shape[0] != X.shape[0]:
                 raise ValueError("sample_weight and X have different lengths")
             sample_weight = da.asarray(sample_weight).rechunk({0: rows})
-        encoder = self._make_encoder_dask(y, sample_weight)
+        # persisted into ``held`` first where a client runs: the labels are
+        # then computed from y's blocks in memory instead of from its graph a
+        # second time, and the data loads while they are gathered
+        client = self.client or current_client()
+        if client is not None:
+            held.extend(client.persist([X, y] + ([] if sample_weight is None
+                                                 else [sample_weight])))
+        try:
+            encoder = self._make_encoder_dask(held[1] if held else y,
+                                              sample_weight if sample_weight is None
+                                              or not held else held[2])
+        except Exception as error:
+            # a traceback would keep the frames, and with them the persisted
+            # blocks, alive: raise the error without it
+            held.clear()
+            raise error.with_traceback(None) from None
         return X, y, sample_weight, encoder
 
     def _make_encoder_dask(self, y, sample_weight):

@@ -162,9 +162,18 @@ def test_bad_dask_input_fails_cleanly_and_leaves_the_cluster_as_it_was(table, cl
     while set(client.who_has()) - before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert set(client.who_has()) <= before
+    # errors raised after the input was persisted (by the labels, and by C)
+    # drop the persisted blocks too
     with pytest.raises(ValueError, match="only one class"):
         de.LogisticRegression(backend="dask").fit(da.ones((100, 3), chunks=50),
                                                   da.zeros(100, chunks=50))
+    with pytest.raises(ValueError, match="overflow"):
+        de.LogisticRegression(C=1e307, backend="dask").fit(
+            da.from_array(X.toarray(), chunks=(500, -1)), da.from_array(y, chunks=500))
+    deadline = time.monotonic() + 5
+    while set(client.who_has()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(client.who_has()) <= before
 
 
 def test_dask_input_with_mismatched_lengths_is_rejected(client):

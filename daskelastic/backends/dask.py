@@ -498,7 +498,7 @@ class DaskBackend(Backend):
             del data
         return loads
 
-    def load_dask(self, X, y, sample_weight, encoder):
+    def load_dask(self, X, y, sample_weight, encoder, persisted=None):
         """Hold the blocks of dask arrays as chunks, each where it already lives.
 
         The arrays are persisted; row block ``i`` becomes chunk ``i``,
@@ -517,6 +517,10 @@ class DaskBackend(Backend):
             Sample weights, with the row chunks of ``X``; None for ones.
         encoder : daskelastic.targets.TargetEncoder
             Applied to each block of ``y`` and ``sample_weight`` on its worker.
+        persisted : list of dask arrays, optional
+            ``[X, y]`` (and ``sample_weight``) already persisted: their blocks
+            are loaded, while the backend keeps only the arrays' graphs (to
+            re-read the blocks of a lost worker).
 
         Returns
         -------
@@ -533,7 +537,8 @@ class DaskBackend(Backend):
         """
         arrays = [X, y] + ([sample_weight] if sample_weight is not None else [])
         self._source = ("dask", (arrays, encoder))
-        blocks = _persisted_blocks(self.client, arrays)
+        blocks = _persisted_blocks(self.client, persisted or arrays)
+        del persisted
         who_has = self.client.who_has(blocks[0])
         sizes = {i: int(n) for i, n in enumerate(X.chunks[0])}
         self.chunk_sizes = sizes
