@@ -21,7 +21,9 @@ Solvers and how their time is taken:
   adaptive σ′ (``--no-sigma-check`` skips it).  One *trace* fit per configuration (``tol=1e-8``,
   ``max_iter`` from a time budget and a probed round time) gives, from
   ``history_``, the time of the first round whose start iterate meets ε (plus
-  the fit's set-up time).  Fits are reproducible, so the same history tells
+  the fit's set-up time); two more traces, as long as the first needed to
+  meet the targets, give two more such times, and the table quotes the
+  median (``--repeats`` traces in all).  Fits are reproducible, so the same history tells
   which ``tol`` would stop at an iterate meeting ε (the loosest such tol of
   1e-2 … 1e-7); that fit is then run for real (median of up to ``--repeats``)
   — the "fit" time.
@@ -174,6 +176,26 @@ def de_run(rec, prob, loss, p_star, make_est, X, y, budget, opts, log):
     pts = [{"seconds": h["time"] + setup, "primal": h["primal"],
             "subopt": (h["primal"] - p_star) / p_star, "gap": h["duality_gap"],
             "worker_seconds": h["worker_seconds"]} for h in H]
+    # more traces, only as long as the first needed to meet the targets: the
+    # time to each ε is their median (one trace's set-up or round can catch a
+    # hiccup of this shared machine)
+    hits = {eps: next((i for i, p in enumerate(pts) if p["subopt"] <= eps), None)
+            for eps in TARGETS}
+    reached = [i for i in hits.values() if i is not None]
+    traced = {eps: [] if hits[eps] is None else [pts[hits[eps]]["seconds"]]
+              for eps in TARGETS}
+    for _ in range(opts.get("trace_repeats", 1) - 1 if reached else 0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            again = make_est(1e-8, max(reached) + 10).fit(X, y)
+            wall_again = time.perf_counter() - t0
+        H2 = cm.compact_history(again.history_)
+        setup2 = max(wall_again - H2[-1]["time"], 0.0)
+        for eps in TARGETS:
+            hit = next((h for h in H2 if (h["primal"] - p_star) / p_star <= eps), None)
+            if hit is not None and traced[eps]:
+                traced[eps].append(hit["time"] + setup2)
     best = min(p["subopt"] for p in pts)
     log(f"    {rec['name']:<28} trace: {len(H)} rounds (max_iter {max_iter}, probe "
         f"{rt * 1e3:.0f} ms/round) in {wall:.1f} s, set-up {setup:.2f} s; best subopt "
@@ -191,7 +213,8 @@ def de_run(rec, prob, loss, p_star, make_est, X, y, budget, opts, log):
             if pts[r]["subopt"] <= eps:
                 win = tol
                 break
-        t = {"trace_seconds": None if hit is None else hit["seconds"], "tol": win}
+        t = {"trace_seconds": None if hit is None else statistics.median(traced[eps]),
+             "trace_samples": traced[eps], "tol": win}
         if win is not None:
             r = next(i for i, p in enumerate(pts) if p["gap"] <= win)
             t["predicted_fit_seconds"] = pts[r]["seconds"]
@@ -603,6 +626,9 @@ def summarise(results, log):
                     tols = "/".join("—" if t[eps].get("tol") is None else f"{t[eps]['tol']:g}"
                                     for eps in TARGETS)
                     method = f"fit tol={tols} n={ns}"
+                elif s["kind"] == "daskelastic":
+                    ns = "/".join(str(len(t[eps].get("trace_samples", []))) for eps in TARGETS)
+                    method = f"trace, median n={ns}"
                 else:
                     method = "trace (1 run)"
                 row = [loss, s["name"], s["where"]]
@@ -667,7 +693,8 @@ def main(argv=None):
     quick = args.quick
     n_rows = 10000 if quick else None
     opts = {"max_fit": 10.0 if quick else 80.0, "repeats": args.repeats or (2 if quick else 3),
-            "repeat_budget": 3.0 if quick else 15.0}
+            "repeat_budget": 3.0 if quick else 15.0,
+            "trace_repeats": args.repeats or (2 if quick else 3)}
     de_budget = args.de_budget or (3.0 if quick else 150.0)
     budgets = {"daskml": args.daskml_budget or (4.0 if quick else 75.0),
                "de": de_budget, "de_other": min(de_budget, 3.0 if quick else 60.0),
