@@ -219,34 +219,24 @@ def test_an_unknown_backend_is_refused_before_any_cluster_starts(client):
     assert set(client.scheduler_info()["workers"]) == workers
 
 
-def test_actor_and_task_rounds_give_the_same_iterates(table, client):
-    """The round transport changes latency, not the computation."""
+@pytest.mark.parametrize("key, settings", [
+    ("round-transport", ("actor", "task")),
+    ("actor-calls", ("direct", "scheduler")),
+])
+def test_how_rounds_reach_the_workers_changes_latency_not_the_iterates(table, client,
+                                                                       key, settings):
+    """Actors or tasks, calls direct or through the scheduler: the same fit."""
     import dask
 
     X, y = table
     fits = {}
-    for transport in ("actor", "task"):
-        with dask.config.set({"daskelastic.round-transport": transport}):
-            fits[transport] = de.LinearSVC(C=0.5, tol=1e-3, random_state=1,
-                                           backend="dask", straggler_policy="wait").fit(X, y)
-    np.testing.assert_array_equal(fits["actor"].coef_, fits["task"].coef_)
-    assert len(fits["actor"].history_) == len(fits["task"].history_)
-    assert all(not fits for fits in _fit_state(client).values())
-
-
-def test_actor_calls_direct_or_through_the_scheduler_give_the_same_iterates(table, client):
-    """Where the actor calls go changes latency, not the computation."""
-    import dask
-
-    X, y = table
-    fits = {}
-    for setting in ("direct", "scheduler"):
-        with dask.config.set({"daskelastic.actor-calls": setting}):
-            fits[setting] = de.LogisticRegression(C=0.5, tol=1e-4, random_state=1,
-                                                  backend="dask",
-                                                  straggler_policy="wait").fit(X, y)
-    np.testing.assert_array_equal(fits["direct"].coef_, fits["scheduler"].coef_)
-    assert len(fits["direct"].history_) == len(fits["scheduler"].history_) > 1
+    for setting in settings:
+        with dask.config.set({f"daskelastic.{key}": setting}):
+            fits[setting] = de.LinearSVC(C=0.5, tol=1e-3, random_state=1,
+                                         backend="dask", straggler_policy="wait").fit(X, y)
+    first, second = (fits[s] for s in settings)
+    np.testing.assert_array_equal(first.coef_, second.coef_)
+    assert len(first.history_) == len(second.history_) > 1
     assert all(not fits for fits in _fit_state(client).values())
 
 
