@@ -149,6 +149,20 @@ def de_estimator(loss, C, **kw):
     return make
 
 
+def _trace_points(model, wall, p_star):
+    """A traced fit's compact history, set-up seconds and points (seconds from the fit's call)."""
+    H = cm.compact_history(model.history_)
+    setup = max(wall - H[-1]["time"], 0.0)
+    return H, setup, [{"seconds": h["time"] + setup, "primal": h["primal"],
+                       "subopt": (h["primal"] - p_star) / p_star, "gap": h["duality_gap"],
+                       "worker_seconds": h["worker_seconds"]} for h in H]
+
+
+def _first_hit(pts, eps):
+    """Index of the first point whose suboptimality is ≤ ``eps``, or None."""
+    return next((i for i, p in enumerate(pts) if p["subopt"] <= eps), None)
+
+
 def de_run(rec, prob, loss, p_star, make_est, X, y, budget, opts, log):
     """Trace one daskelastic fit, then time real fits at the tol that would stop there.
 
@@ -171,16 +185,11 @@ def de_run(rec, prob, loss, p_star, make_est, X, y, budget, opts, log):
         t0 = time.perf_counter()
         m = make_est(1e-8, max_iter).fit(X, y)
         wall = time.perf_counter() - t0
-    H = cm.compact_history(m.history_)
-    setup = max(wall - H[-1]["time"], 0.0)
-    pts = [{"seconds": h["time"] + setup, "primal": h["primal"],
-            "subopt": (h["primal"] - p_star) / p_star, "gap": h["duality_gap"],
-            "worker_seconds": h["worker_seconds"]} for h in H]
+    H, setup, pts = _trace_points(m, wall, p_star)
     # more traces, only as long as the first needed to meet the targets: the
     # time to each ε is their median (one trace's set-up or round can catch a
     # hiccup of this shared machine)
-    hits = {eps: next((i for i, p in enumerate(pts) if p["subopt"] <= eps), None)
-            for eps in TARGETS}
+    hits = {eps: _first_hit(pts, eps) for eps in TARGETS}
     reached = [i for i in hits.values() if i is not None]
     traced = {eps: [] if hits[eps] is None else [pts[hits[eps]]["seconds"]]
               for eps in TARGETS}
@@ -190,12 +199,11 @@ def de_run(rec, prob, loss, p_star, make_est, X, y, budget, opts, log):
             t0 = time.perf_counter()
             again = make_est(1e-8, max(reached) + 10).fit(X, y)
             wall_again = time.perf_counter() - t0
-        H2 = cm.compact_history(again.history_)
-        setup2 = max(wall_again - H2[-1]["time"], 0.0)
+        pts_again = _trace_points(again, wall_again, p_star)[2]
         for eps in TARGETS:
-            hit = next((h for h in H2 if (h["primal"] - p_star) / p_star <= eps), None)
-            if hit is not None and traced[eps]:
-                traced[eps].append(hit["time"] + setup2)
+            i = _first_hit(pts_again, eps)
+            if i is not None and traced[eps]:
+                traced[eps].append(pts_again[i]["seconds"])
     best = min(p["subopt"] for p in pts)
     log(f"    {rec['name']:<28} trace: {len(H)} rounds (max_iter {max_iter}, probe "
         f"{rt * 1e3:.0f} ms/round) in {wall:.1f} s, set-up {setup:.2f} s; best subopt "
@@ -204,7 +212,7 @@ def de_run(rec, prob, loss, p_star, make_est, X, y, budget, opts, log):
            "setup_seconds": setup, "breakdown": cm.round_breakdown(H), "targets": {}}
     fitted = {}
     for eps in TARGETS:
-        hit = next((p for p in pts if p["subopt"] <= eps), None)
+        hit = hits[eps]
         win = None
         for tol in DE_TOLS:
             r = next((i for i, p in enumerate(pts) if p["gap"] <= tol), None)
@@ -319,9 +327,9 @@ def finish_trace(prob, p_star, trace, stopped, what, log):
     if rel_err:
         out["mapping_max_rel_err"] = max(rel_err)
     for eps in TARGETS:
-        hit = next((q for q in pts if q["subopt"] <= eps), None)
-        out["targets"][eps] = None if hit is None else {"seconds": hit["seconds"],
-                                                        "subopt": hit["subopt"]}
+        i = _first_hit(pts, eps)
+        out["targets"][eps] = None if i is None else {"seconds": pts[i]["seconds"],
+                                                      "subopt": pts[i]["subopt"]}
     best = min((q["subopt"] for q in pts), default=float("nan"))
     last = pts[-1]["seconds"] if pts else 0.0
     log(f"    {len(pts)} {what} in {last:.1f} s ({stopped}); best subopt {best:.2e}"

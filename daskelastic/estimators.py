@@ -315,7 +315,7 @@ class _CoCoABase(BaseEstimator):
                 backend = DaskBackend(client, problem, workers=workers,
                                       owns_cluster=owns_cluster)
                 if dask_input:
-                    backend.load_dask(X, y, sample_weight, encoder, persisted=held or None)
+                    backend.load_dask(X, y, sample_weight, encoder, persisted=held)
                     held.clear()   # the blocks live in the workers' solvers now
                 else:
                     k = len(backend.available_workers)
@@ -420,9 +420,8 @@ class _CoCoABase(BaseEstimator):
                                               sample_weight if sample_weight is None
                                               or not held else held[2])
         except Exception as error:
-            # a traceback would keep the frames, and with them the persisted
-            # blocks, alive: raise the error without it
-            held.clear()
+            # the labels' frames hold persisted arrays (``held`` itself is
+            # emptied by ``_fit``): raise the error without their traceback
             raise error.with_traceback(None) from None
         return X, y, sample_weight, encoder
 
