@@ -15,6 +15,7 @@ from daskelastic.solvers import (
     _visit_order,
     logistic_gap_sums,
     logistic_start,
+    narrow_indices,
     sdca_chunk,
 )
 
@@ -34,11 +35,12 @@ def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
-@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("layout", ["dense", "csr", "csr-uint16"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m", [1, 3])
 @pytest.mark.parametrize("visits", ["rows", "buckets"])
-def test_kernel_matches_numpy_twin(loss, sparse, dtype, m, visits):
+def test_kernel_matches_numpy_twin(loss, layout, dtype, m, visits):
+    sparse = layout != "dense"
     X, Y, sw = _problem(loss, m=m, dtype=dtype, sparse=sparse)
     n, d = X.shape
     rng = np.random.default_rng(1)
@@ -61,10 +63,13 @@ def test_kernel_matches_numpy_twin(loss, sparse, dtype, m, visits):
     if loss == "logistic":   # its gap terms and logs outside the kernel
         dual, logits = logistic_start(Y, sw, alpha)
         margins = np.full_like(alpha, np.nan)
+    # the solver's kernels read the column indices as uint16 (narrow_indices)
+    indices = narrow_indices(X) if layout == "csr-uint16" else None
+    assert indices is None or indices.dtype == np.uint16
     done = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=loss_code(loss),
                       inv_lam_n=1 / 3.0, sigma=2.0, intercept_scaling=1.0,
                       order=order.astype(np.int64), stop=np.zeros(1, np.int64), sums=sums,
-                      margins=margins, logits=logits, step_rtol=0.0)
+                      margins=margins, logits=logits, step_rtol=0.0, indices=indices)
     if loss == "logistic":
         assert sums[1] == 0.0   # the dual values' sum: taken with the logs, after
         logistic_gap_sums(sw, margins, dual, sums)
@@ -269,6 +274,41 @@ def test_gap_sums_cover_unvisited_rows():
     assert partial.steps == 17
     np.testing.assert_allclose([partial.loss_sum, partial.dual_sum, partial.alpha_z_sum],
                                solver.gap_sums(w), rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+def test_narrow_and_wide_column_indices_give_the_same_rounds(loss):
+    """Up to 65,536 columns the solver reads uint16 column indices, beyond them int32.
+
+    The same rows with zero columns appended past that limit take the int32
+    path: every round, and the gap sums, come out bit for bit the same.
+    """
+    X, Y, sw = _problem(loss, n=80, d=6, sparse=True)
+    wide = sp.hstack([X, sp.csr_matrix((80, (1 << 16) + 1 - 6))], format="csr")
+    assert narrow_indices(X).dtype == np.uint16
+    assert np.array_equal(narrow_indices(X), X.indices)
+    assert narrow_indices(wide) is None and narrow_indices(X.toarray()) is None
+    results = []
+    for matrix in (X, wide):
+        solver = ChunkSolver(loss_code(loss), 1, 1.0)
+        solver.add_chunk(0, matrix[:50], Y[:50], sw[:50])
+        solver.add_chunk(1, matrix[50:], Y[50:], sw[50:])
+        d = matrix.shape[1]
+        w, runs = np.zeros((d + 1, 1)), []
+        for r in range(3):
+            res = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0,
+                               steps=None if r < 2 else 30)   # a partial round too
+            solver.commit(r)
+            w = w + res.dw
+            runs.append((res.dw[list(range(6)) + [d]], res.loss_sum, res.dual_sum,
+                         res.alpha_z_sum, res.dual_change))
+        assert not np.any(w[6:d])
+        runs.append(solver.gap_sums(w))
+        results.append(runs)
+    narrow, wide_runs = results
+    for a, b in zip(narrow, wide_runs):
+        for u, v in zip(a, b):
+            assert np.array_equal(u, v)
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
