@@ -225,7 +225,7 @@ def test_an_unknown_backend_is_refused_before_any_cluster_starts(client):
 ])
 def test_how_rounds_reach_the_workers_changes_latency_not_the_iterates(table, client,
                                                                        key, settings):
-    """Actors or tasks, calls direct or through the scheduler: the same fit."""
+    """Actors or tasks, calls and scattered chunks direct or through the scheduler: the same fit."""
     import dask
 
     X, y = table

@@ -73,14 +73,18 @@ def _settle(solver, settlement):
 
 
 def load_chunks(fit_id, problem, *chunks):
-    """Add in-memory chunks to this worker's solver.
+    """Add in-memory chunks to this worker's solver, and pack its rows.
 
-    Returns ``Σ ‖x_i‖²`` over their rows.
+    A worker gets all its chunks in one call: it packs them at once, while the
+    client still sends other workers theirs (the backend's ``prepare`` then
+    finds nothing left to do).  Returns ``Σ ‖x_i‖²`` over their rows.
     """
     solver = _solver(fit_id, problem)
     for c in chunks:
         solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight)
-    return sum(sq_norm_sum(c.X) for c in chunks)
+    total = sum(sq_norm_sum(c.X) for c in chunks)
+    solver.prepare()
+    return total
 
 
 def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None):
@@ -484,18 +488,32 @@ class DaskBackend(Backend):
         self._finish_loading(loads, plan)
 
     def _scatter_chunks(self, plan):
+        """Send each worker its chunks, all workers at once, and submit their load tasks.
+
+        The chunks go straight from the client to a worker it reaches (see
+        :func:`_calls_direct`), not through the scheduler, which would receive
+        and forward every byte: on 2 local workers the flights table took
+        ~50 ms to scatter direct, ~90 ms through the scheduler, and ~43 ms
+        direct to both workers at once.
+        """
         by_id = self._source[1]
-        loads = []
-        for addr, cids in plan.items():
-            if not cids:
-                continue
-            data = self.client.scatter([by_id[c] for c in cids], workers=[addr],
-                                       hash=False)
-            loads.append(self.client.submit(
-                load_chunks, self.fit_id, self.problem, *data, workers=[addr],
-                allow_other_workers=False, pure=False,
-                key=f"daskelastic-load-{self.fit_id}-{addr}-{uuid.uuid4().hex[:6]}"))
-            del data
+        setting = config.get("actor-calls")
+        targets = [addr for addr, cids in plan.items() if cids]
+
+        async def scatter_all():
+            return await asyncio.gather(*[
+                self.client.scatter([by_id[c] for c in plan[addr]], workers=[addr],
+                                    hash=False, asynchronous=True,
+                                    direct=_calls_direct(self.client, addr, setting))
+                for addr in targets])
+
+        scattered = self.client.sync(scatter_all) if targets else []
+        loads = [self.client.submit(
+            load_chunks, self.fit_id, self.problem, *data, workers=[addr],
+            allow_other_workers=False, pure=False,
+            key=f"daskelastic-load-{self.fit_id}-{addr}-{uuid.uuid4().hex[:6]}")
+            for addr, data in zip(targets, scattered)]
+        del scattered
         return loads
 
     def load_dask(self, X, y, sample_weight, encoder, persisted=None):
