@@ -465,7 +465,8 @@ class DaskBackend(Backend):
     def load_chunks(self, chunks):
         """Scatter in-memory chunks to the workers, balanced by rows.
 
-        Each worker's chunks are scattered to it and added to its solver by a
+        Each worker's chunks are scattered to it (all workers at once; see
+        ``_scatter_chunks``) and added to its solver, which packs them, by a
         task restricted to it.  The chunks are kept on the driver to rebuild
         those of a lost worker.
 
