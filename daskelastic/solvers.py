@@ -920,7 +920,7 @@ class ChunkSolver:
     random permutation and nearly the memory throughput of a sweep.  The
     packing is rebuilt only when the set of chunks changes.  With sparse rows
     of at most 65,536 columns the kernels read a ``uint16`` copy of the
-    column indices (:func:`narrow_indices`): fewer bytes per visit.
+    column indices (``narrow_indices``): fewer bytes per visit.
 
     A round (:meth:`solve`) leaves its ``Δα`` pending; :meth:`commit` adds
     ``t·Δα`` to the dual state (``t`` the driver's step), :meth:`discard` forgets it.  This is the
