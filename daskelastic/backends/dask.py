@@ -76,8 +76,8 @@ def load_chunks(fit_id, problem, *chunks):
     """Add in-memory chunks to this worker's solver, and pack its rows.
 
     A worker gets all its chunks in one call: it packs them at once, while the
-    client still sends other workers theirs (the backend's ``prepare`` then
-    finds nothing left to do).  Returns ``Σ ‖x_i‖²`` over their rows.
+    client still sends other workers theirs, and no ``prepare`` call follows
+    (see ``DaskBackend._prepare``).  Returns ``Σ ‖x_i‖²`` over their rows.
     """
     solver = _solver(fit_id, problem)
     for c in chunks:
@@ -573,6 +573,7 @@ class DaskBackend(Backend):
         # the chunks will live in the workers' solvers: drop dask's copies
         del blocks
         self._finish_loading(loads, plan)
+        self._prepare()   # a block per load task: pack once all have loaded
         return plan
 
     def _reread_blocks(self, plan):
@@ -608,14 +609,15 @@ class DaskBackend(Backend):
             raise error.with_traceback(None) from None
         self.placement = {w: c for w, c in plan.items() if c}
         self.publish()
-        self._prepare()
 
     def _prepare(self):
         """Have every worker pack its rows now, not in the first round.
 
         A first round that packs takes longer, unevenly, and the default
         straggler policy cut it: on the flights table, 2 workers, a fit to
-        ``tol=1e-3`` then took up to 41 rounds instead of 25.
+        ``tol=1e-3`` then took up to 41 rounds instead of 25.  Dask input
+        needs it (one load task per block); in-memory chunks are packed by
+        their load task (:func:`load_chunks`), which saves this round trip.
         """
         if self.transport != "actor":
             self._on_each(prepare)
