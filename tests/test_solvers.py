@@ -753,3 +753,76 @@ def test_one_csr_block_is_packed_from_its_own_arrays():
     packed = solver._pack()[0]
     order = solver._rows[0]   # packed position of each of the chunk's rows
     assert (packed[order] != X).nnz == 0
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_chunks_that_came_shuffled_are_packed_in_their_own_order(sparse):
+    """Chunks added with ``shuffled=True`` are stacked as they are, not gathered
+    again; one chunk in the input's order among them brings the shuffle back."""
+    chunks = {cid: _problem("logistic", n=30 + 5 * cid, sparse=sparse, seed=cid)
+              for cid in range(3)}
+    stacked = ChunkSolver(loss_code("logistic"), 1, 1.0)
+    for cid in range(3):
+        stacked.add_chunk(cid, *chunks[cid], shuffled=True)
+    X, Y, sw, alpha = stacked._pack()
+    want_X = sp.vstack([chunks[c][0] for c in range(3)]) if sparse else \
+        np.vstack([chunks[c][0] for c in range(3)])
+    got_X, want_X = (X.toarray(), want_X.toarray()) if sparse else (X, want_X)
+    np.testing.assert_array_equal(got_X, want_X)
+    np.testing.assert_array_equal(Y, np.vstack([chunks[c][1] for c in range(3)]))
+    np.testing.assert_array_equal(sw, np.concatenate([chunks[c][2] for c in range(3)]))
+    starts = np.cumsum([0] + [chunks[c][0].shape[0] for c in range(3)])
+    for cid in range(3):
+        np.testing.assert_array_equal(stacked._rows[cid], np.arange(starts[cid], starts[cid + 1]))
+    # a round, then moves, work on that packing as on a shuffled one
+    w = np.zeros((7, 1))
+    res = stacked.solve(w, round_id=0, inv_lam_n=0.5, sigma=1.0)
+    stacked.commit(0)
+    np.testing.assert_allclose(stacked.weighted_alpha_sum(6) * 0.5, res.dw, atol=1e-12)
+    got = stacked.remove_chunks([1])[1]
+    d = got[0].toarray() if sparse else got[0]
+    want = chunks[1][0].toarray() if sparse else chunks[1][0]
+    np.testing.assert_array_equal(d, want)
+
+    mixed = ChunkSolver(loss_code("logistic"), 1, 1.0)
+    for cid in range(3):
+        mixed.add_chunk(cid, *chunks[cid], shuffled=cid != 1)
+    assert not np.array_equal(mixed._pack()[1], Y)       # shuffled afresh
+    np.testing.assert_array_equal(np.sort(mixed._packed[2]), np.sort(sw))
+
+
+def test_a_shuffled_chunk_is_packed_in_writable_arrays_of_its_own_dual_state():
+    """Read-only buffers (as a message's may be) are copied; α is always the solver's."""
+    X, Y, sw = _problem("hinge", n=30, sparse=True)
+    for a in (X.data, X.indices, X.indptr, Y, sw):
+        a.flags.writeable = False
+    alpha = np.zeros((30, 1))
+    solver = ChunkSolver(loss_code("hinge"), 1, intercept_scaling=1.0)
+    solver.add_chunk(0, X, Y, sw, alpha=alpha, shuffled=True)
+    P, PY, Psw, Palpha = solver._pack()
+    for a in (P.data, P.indices, P.indptr, PY, Psw, Palpha):
+        assert a.flags.writeable and a.flags.c_contiguous
+    assert not np.shares_memory(Palpha, alpha)
+    res = solver.solve(np.zeros((7, 1)), round_id=0, inv_lam_n=1.0, sigma=1.0)
+    solver.commit(0)
+    assert res.steps == 30 and not alpha.any()   # the caller's α is left as it was
+
+
+def test_make_chunks_cuts_a_random_order_and_marks_the_chunks_shuffled():
+    """With ``shuffle`` the chunks partition the rows in a random order (which
+    the solvers keep); without, they are consecutive blocks, not marked."""
+    from daskelastic.placement import make_chunks, split_rows
+
+    X, Y, sw = _problem("logistic", n=90, sparse=True)
+    chunks = make_chunks(X, Y, sw, split_rows(90, n_chunks=3), shuffle=5)
+    rows = np.concatenate([c.rows for c in chunks])
+    np.testing.assert_array_equal(np.sort(rows), np.arange(90))
+    assert not np.array_equal(rows, np.arange(90))
+    for c in chunks:
+        assert c.shuffled and c.X.has_sorted_indices
+        np.testing.assert_array_equal(c.X.toarray(), X[c.rows].toarray())
+        np.testing.assert_array_equal(c.Y, Y[c.rows])
+        np.testing.assert_array_equal(c.sample_weight, sw[c.rows])
+    plain = make_chunks(X, Y, sw, split_rows(90, n_chunks=3))
+    assert not any(c.shuffled for c in plain)
+    np.testing.assert_array_equal(np.concatenate([c.rows for c in plain]), np.arange(90))

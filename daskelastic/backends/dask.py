@@ -81,7 +81,7 @@ def load_chunks(fit_id, problem, *chunks):
     """
     solver = _solver(fit_id, problem)
     for c in chunks:
-        solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight)
+        solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)
     total = sum(sq_norm_sum(c.X) for c in chunks)
     solver.prepare()
     return total

@@ -71,7 +71,7 @@ class InProcessBackend(Backend):
                                  problem.intercept_scaling)
             for cid in plan[name]:
                 c = by_id[cid]
-                solver.add_chunk(cid, c.X, c.Y, c.sample_weight)
+                solver.add_chunk(cid, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)
             if plan[name]:
                 self.solvers[name] = solver
         self._arrived = {}

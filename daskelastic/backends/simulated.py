@@ -430,7 +430,7 @@ def calibrate_seconds_per_nnz(problem, chunks, *, min_rows=20_000):
     solver = ChunkSolver(problem.loss, problem.n_targets, problem.intercept_scaling)
     rows = 0
     for c in chunks:
-        solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight)
+        solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)
         rows += c.n_rows
         if rows >= min_rows:
             break
@@ -512,7 +512,7 @@ class SimulatedBackend(Backend):
             solver = ChunkSolver(problem.loss, problem.n_targets, problem.intercept_scaling)
             for cid in plan[name]:
                 c = by_id[cid]
-                solver.add_chunk(cid, c.X, c.Y, c.sample_weight)
+                solver.add_chunk(cid, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)
                 self._chunk_bytes[cid] = _chunk_bytes(c.X, problem.n_targets)
             self._workers[name] = _Worker(name, speeds[i], prices[i], 0.0, solver)
         self.seconds_per_nnz = model.seconds_per_nnz
