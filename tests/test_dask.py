@@ -225,7 +225,10 @@ def test_an_unknown_backend_is_refused_before_any_cluster_starts(client):
 ])
 def test_how_rounds_reach_the_workers_changes_latency_not_the_iterates(table, client,
                                                                        key, settings):
-    """Actors or tasks, calls and scattered chunks direct or through the scheduler: the same fit."""
+    """Actors or tasks, calls direct or through the scheduler: the same fit.
+
+    (The chunks go with an actor call straight to each worker with direct
+    actor calls, else they are scattered and loaded by tasks.)"""
     import dask
 
     X, y = table

@@ -179,6 +179,10 @@ class RoundActor:
         """Pack the rows held before the first round (``ChunkSolver.prepare``)."""
         self.worker_solver().prepare()
 
+    def load(self, problem, *chunks):
+        """Hold in-memory chunks sent with the call, packed (:func:`load_chunks`)."""
+        return load_chunks(self.fit_id, problem, *chunks)
+
     def worker_solver(self):
         """This fit's solver on this worker."""
         return getattr(self.worker, _REGISTRY_ATTR, {})[self.fit_id]
@@ -463,12 +467,15 @@ class DaskBackend(Backend):
 
     # -- placing the data -----------------------------------------------------
     def load_chunks(self, chunks):
-        """Scatter in-memory chunks to the workers, balanced by rows.
+        """Send in-memory chunks to the workers, balanced by rows.
 
-        Each worker's chunks are scattered to it (all workers at once; see
-        ``_scatter_chunks``) and added to its solver, which packs them, by a
-        task restricted to it.  The chunks are kept on the driver to rebuild
-        those of a lost worker.
+        Where the actors' calls go straight to the workers (the default on a
+        ``LocalCluster``, see :func:`_calls_direct`), each worker's chunks go
+        with a call of its actor, which adds them to its solver and packs
+        them (``_load_by_actors``); otherwise they are scattered to it (all
+        workers at once; see ``_scatter_chunks``) and added by a task
+        restricted to it.  The chunks are kept on the driver to rebuild those
+        of a lost worker.
 
         Parameters
         ----------
@@ -485,8 +492,41 @@ class DaskBackend(Backend):
         self._source = ("chunks", {c.chunk_id: c for c in chunks})
         self.chunk_sizes = {c.chunk_id: c.n_rows for c in chunks}
         plan = assign_chunks(self.chunk_sizes, self._workers)
+        setting = config.get("actor-calls")
+        if self.transport == "actor" and all(
+                _calls_direct(self.client, a, setting) for a, c in plan.items() if c):
+            self._load_by_actors(plan)
+            return
         loads = self._scatter_chunks(plan)
         self._finish_loading(loads, plan)
+
+    def _load_by_actors(self, plan):
+        """Send each worker its chunks in a call of its actor, straight to it.
+
+        The chunks travel as the call's arguments, to all workers at once, and
+        the call adds and packs them: one message to each worker and one back
+        once its actor is up.  A scatter (the data, then the scheduler told of
+        it) followed by a load task (client → scheduler → worker → scheduler
+        → client) took ~12 ms more to the first round on 2 local workers
+        (median of 20 fits each way, alternating; starting the actors
+        earlier, while the client cuts the chunks, gained nothing more).
+        """
+        by_id = self._source[1]
+        targets = [a for a, c in plan.items() if c]
+        error = None
+        try:
+            with self.client.as_current():
+                self._ensure_actors(targets)
+                calls = [self._actors[a].load(self.problem, *[by_id[c] for c in plan[a]])
+                         for a in targets]
+                self._sq_norm_sum = float(sum(call.result() for call in calls))
+        except Exception as e:  # noqa: BLE001 - re-raised below, without references
+            error = e
+        if error is not None:
+            self.close()
+            raise error.with_traceback(None) from None
+        self.placement = {w: c for w, c in plan.items() if c}
+        self.publish()
 
     def _scatter_chunks(self, plan):
         """Send each worker its chunks, all workers at once, and submit their load tasks.
@@ -928,8 +968,10 @@ class DaskBackend(Backend):
             actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}")
             for addr in workers if addr not in self._actor_futures})
 
-    def _ensure_actors(self):
-        missing = [a for a in self.placement if a not in self._actors]
+    def _ensure_actors(self, workers=None):
+        """Have an actor proxy for each of ``workers`` (default: the placement's)."""
+        missing = [a for a in (self.placement if workers is None else workers)
+                   if a not in self._actors]
         if missing:
             self._submit_actors(missing)
             setting = config.get("actor-calls")
