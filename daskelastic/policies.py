@@ -36,6 +36,7 @@ The policies:
 """
 
 import math
+import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -611,8 +612,10 @@ class PreemptPolicy(StragglerPolicy):
         wait_for = max(1, math.ceil(self.fraction * n_workers))
         deadline = None
         if self.deadline_factor is not None and self.records:
-            typical = float(np.median([np.median(list(r.full_time.values()))
-                                       for r in self.records if r.full_time]))
+            # statistics.median: np.median's ~50 µs per call on a few values
+            # took 0.6 ms of the driver's time per round (10 records)
+            typical = float(statistics.median([statistics.median(r.full_time.values())
+                                               for r in self.records if r.full_time]))
             deadline = self.deadline_factor * typical
         return RoundPlan(wait_for=wait_for, late="preempt", slack=self.slack,
                          deadline=deadline, max_used=n_workers,

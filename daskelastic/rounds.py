@@ -12,9 +12,8 @@ The clock is the backend's (:meth:`~daskelastic.driver.Backend.clock`): wall
 time on real workers, virtual time on a simulated cluster.
 """
 
+import statistics
 from dataclasses import dataclass
-
-import numpy as np
 
 __all__ = ["RoundOutcome", "run_planned_round"]
 
@@ -207,7 +206,7 @@ def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sig
 def _full_times(results, arrival):
     """Seconds each worker needed, or would have needed, for its whole budget."""
     done = [arrival[k] for k, r in results.items() if not r.stopped]
-    cap = _MAX_EXTRAPOLATION * (float(np.median(done)) if done
+    cap = _MAX_EXTRAPOLATION * (float(statistics.median(done)) if done
                                 else max(arrival.values(), default=0.0))
     out = {}
     for k, r in results.items():

@@ -470,7 +470,7 @@ class DaskBackend(Backend):
         """Send in-memory chunks to the workers, balanced by rows.
 
         Where the actors' calls go straight to the workers (the default on a
-        ``LocalCluster``, see :func:`_calls_direct`), each worker's chunks go
+        ``LocalCluster``, see ``_calls_direct``), each worker's chunks go
         with a call of its actor, which adds them to its solver and packs
         them (``_load_by_actors``); otherwise they are scattered to it (all
         workers at once; see ``_scatter_chunks``) and added by a task
