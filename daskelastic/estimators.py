@@ -543,13 +543,11 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         parts = dask.compute(*[dask.delayed(_block_labels_and_weights, pure=False)(yb, swb)
                                for yb, swb in zip(y_blocks, sw_blocks)])
         classes = np.unique(np.concatenate([p[0] for p in parts]))
-        found = [None] if sample_weight is None else [
-            None, min(p[1] for p in parts), sum(p[2] for p in parts)]
         if classes.dtype.kind == "f" and np.isnan(classes).any():
             raise ValueError("Input y contains NaN.")
         check_classification_targets(classes)   # e.g. continuous values
         if sample_weight is not None:
-            _check_weights(*found[1:])
+            _check_weights(min(p[1] for p in parts), sum(p[2] for p in parts))
         if classes.shape[0] < 2:
             raise ValueError(
                 "This solver needs samples of at least 2 classes in the data, "

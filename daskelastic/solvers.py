@@ -1337,8 +1337,7 @@ class ChunkSolver:
             return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
         Y, sw, alpha = stacked(1), stacked(2), stacked(3)
-        if all(c in self._unpacked and c in self._shuffled for c in ids) \
-                and len(sources) == len(ids):
+        if all(c in self._unpacked and c in self._shuffled for c in ids):
             # only chunks whose rows came in a random order: packed as they
             # are stacked (in id order), in writable arrays (a message's
             # buffers may be read-only, for which numba would compile its

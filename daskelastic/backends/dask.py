@@ -513,20 +513,15 @@ class DaskBackend(Backend):
         """
         by_id = self._source[1]
         targets = [a for a, c in plan.items() if c]
-        error = None
-        try:
+
+        def load():
             with self.client.as_current():
                 self._ensure_actors(targets)
                 calls = [self._actors[a].load(self.problem, *[by_id[c] for c in plan[a]])
                          for a in targets]
-                self._sq_norm_sum = float(sum(call.result() for call in calls))
-        except Exception as e:  # noqa: BLE001 - re-raised below, without references
-            error = e
-        if error is not None:
-            self.close()
-            raise error.with_traceback(None) from None
-        self.placement = {w: c for w, c in plan.items() if c}
-        self.publish()
+                return [call.result() for call in calls]
+
+        self._place_loaded(plan, load)
 
     def _scatter_chunks(self, plan):
         """Send each worker its chunks, all workers at once, and submit their load tasks.
@@ -634,14 +629,25 @@ class DaskBackend(Backend):
             # the actors start while the chunks load, instead of a round trip
             # of their own before the first round
             self._submit_actors([w for w, c in plan.items() if c])
+
+        def load():
+            try:
+                return self.client.gather(loads)
+            finally:
+                self.client.cancel(loads, force=True)
+
+        self._place_loaded(plan, load)
+
+    def _place_loaded(self, plan, load):
+        """Wait for ``load()`` (each load's ``Σ ‖x_i‖²``), then place and publish ``plan``.
+
+        An error of a load closes the backend and is raised again.
+        """
         error = None
         try:
-            loaded = self.client.gather(loads)
-            self._sq_norm_sum = float(sum(loaded))
+            self._sq_norm_sum = float(sum(load()))
         except Exception as e:  # noqa: BLE001 - re-raised below, without references
             error = e
-        self.client.cancel(loads, force=True)
-        del loads
         if error is not None:
             self.close()
             # a traceback would keep the frames, and with them the input's
