@@ -54,6 +54,13 @@ re-run (median of up to ``--repeats`` samples, fewer when a fit is slow).  Fit
 wall time includes input validation and, for daskelastic, loading the blocks
 into the solvers.  Ratios (×de2) are to the daskelastic 2-worker trace time.
 
+Side by side (``--pairs``, default 7): the single-process part and the
+cluster part of this script run minutes apart, and the machine's speed drifts
+in between; so on the 2-worker cluster, the fastest single-process peer's
+winning fit for each ε and a daskelastic trace fit on the shuffled blocks
+take turns (the order alternating from pair to pair), and the table quotes
+the median of the pairs' ratios.
+
 Where daskelastic's time goes: per round, the mean wall time vs the mean of
 the slowest worker's solver seconds (and their sum) from
 ``history_[...]["worker_seconds"]``; the difference is scheduler,
@@ -549,6 +556,11 @@ def cluster_part(k, prob, results, losses, opts, budgets, shuffle_check, log,
                         rec["error"] = f"{type(e).__name__}: {e}"
                         log(f"    {rec['name']}: FAILED {rec['error']}")
                     lr["solvers"].append(rec)
+                    if not label:
+                        lr["paired"] = paired_part(
+                            prob, loss, lr, rec,
+                            de_estimator(loss, prob.C, client=client, backend="dask"),
+                            Xp, yp, opts, log)
                 del Xp, yp, _kp
             if k == 2 and loss == "logistic":
                 daskml_part(client, prob, lr, budgets["daskml"], results, log,
@@ -556,6 +568,81 @@ def cluster_part(k, prob, results, losses, opts, budgets, shuffle_check, log,
     finally:
         client.close()
         cluster.close()
+
+
+def fastest_peer(lr, eps):
+    """The single-process peer (name, winning tol, median seconds) fastest to ``eps``."""
+    best = None
+    for s in lr["solvers"]:
+        if s["kind"] != "peer" or s["method"] != "sweep" or not s.get("result"):
+            continue
+        t = s["result"]["targets"].get(eps)
+        if t and (best is None or t["seconds"] < best[2]):
+            best = (s["name"], t["tol"], t["seconds"])
+    return best
+
+
+def paired_part(prob, loss, lr, de_rec, make_est, X, y, opts, log):
+    """Take turns: the fastest single-process peer's fit, then the 2-worker trace.
+
+    The machine's speed drifts between the single-process part of this script
+    and its cluster part (snapml's fit to 1e-3 took 0.36 s in one run and
+    0.45 s in another); a ratio of two fits run side by side, the order
+    alternating from pair to pair, does not see the drift.  Each pair: the
+    fastest peer's fit at its winning tol for each ε (the sweep's winner, as in
+    the table) and one daskelastic trace fit of as many rounds as the first
+    trace needed to meet both targets; ratio = daskelastic's time to ε (round
+    time + set-up, as in the table) / the peer's fit time.  The table quotes
+    the median of the pairs' ratios.
+    """
+    res = (de_rec.get("result") or {})
+    pts = res.get("points", [])
+    hits = {eps: _first_hit(pts, eps) for eps in TARGETS}
+    peers = {eps: fastest_peer(lr, eps) for eps in TARGETS}
+    todo = [eps for eps in TARGETS if hits[eps] is not None and peers[eps] is not None]
+    if not todo or opts["pairs"] < 1:
+        return None
+    makers = {name: make for name, make, _ in local_peers(loss, prob)}
+    rounds = max(hits[eps] for eps in todo) + 1
+    p_star = lr["p_star"]
+    out = {eps: {"peer": peers[eps][0], "peer_tol": peers[eps][1], "peer_seconds": [],
+                 "de_seconds": [], "ratios": []} for eps in todo}
+    spent, t_start = 0.0, time.perf_counter()
+    for i in range(opts["pairs"]):
+        if spent > opts["pair_budget"]:
+            break
+
+        def ours():
+            t0 = time.perf_counter()
+            m = make_est(1e-8, rounds).fit(X, y)
+            return _trace_points(m, time.perf_counter() - t0, p_star)[2]
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if i % 2:
+                trace = ours()
+            fits = {eps: cm.timed_fit(makers[peers[eps][0]](peers[eps][1]))[0]
+                    for eps in todo}
+            if not i % 2:
+                trace = ours()
+        for eps in todo:
+            j = _first_hit(trace, eps)
+            if j is None:     # fits are reproducible: not expected
+                continue
+            o = out[eps]
+            o["peer_seconds"].append(fits[eps])
+            o["de_seconds"].append(trace[j]["seconds"])
+            o["ratios"].append(trace[j]["seconds"] / fits[eps])
+        spent = time.perf_counter() - t_start
+    for eps, o in out.items():
+        if not o["ratios"]:
+            continue
+        o["median_ratio"] = statistics.median(o["ratios"])
+        log(f"    paired {eps:g}: {o['peer']} tol={o['peer_tol']:g} fits "
+            + ", ".join(f"{x:.2f}" for x in o["peer_seconds"]) + f" s; {de_rec['name']} "
+            + ", ".join(f"{x:.2f}" for x in o["de_seconds"]) + " s; ratios "
+            + ", ".join(f"{x:.2f}" for x in o["ratios"]))
+    return out
 
 
 def daskml_part(client, prob, lr, budget, results, log, admm=True):
@@ -672,6 +759,22 @@ def summarise(results, log):
         "winning tol.  ×de2 / ×de2s = ratio to the trace time of daskelastic on 2 "
         "workers with the table's row blocks / with row-shuffled blocks.")
     log(cm.table(rows, hdr))
+    prows = []
+    for loss, lr in results["losses"].items():
+        for eps, o in (lr.get("paired") or {}).items():
+            if o.get("ratios"):
+                prows.append([loss, f"{eps:g}", f"{o['peer']} tol={o['peer_tol']:g}",
+                              str(len(o["ratios"])),
+                              f"{statistics.median(o['peer_seconds']):.3f}",
+                              f"{statistics.median(o['de_seconds']):.3f}",
+                              f"{o['median_ratio']:.2f}×",
+                              f"{min(o['ratios']):.2f}–{max(o['ratios']):.2f}×"])
+    if prows:
+        log("\nSide by side: the fastest single-process peer's fit and the 2-worker trace "
+            "on shuffled rows, taking turns (order alternating); ratio = daskelastic's time "
+            "to ε / the peer's, per pair")
+        log(cm.table(prows, ["loss", "ε", "peer", "pairs", "peer s (median)",
+                             "2w shuffled s (median)", "median ratio", "range"]))
     log("\nWhere daskelastic's time goes per round (trace fit, rounds after the first)")
     log(cm.table(brows, ["loss", "config", "rounds", "wall ms/round", "slowest worker ms",
                          "Σ workers ms", "overhead ms/round", "overhead %", "set-up s"]))
@@ -696,13 +799,18 @@ def main(argv=None):
                     help="skip the 2-worker fit on row-shuffled blocks")
     ap.add_argument("--no-sigma-check", action="store_true",
                     help="skip the fit of the row-shuffled blocks with the fixed σ′ = K")
+    ap.add_argument("--pairs", type=int, default=None,
+                    help="turns of the fastest single-process peer and the 2-worker fit on "
+                         "shuffled rows, side by side (default 7, quick 2; at most 60 s)")
     ap.add_argument("--recompute-reference", action="store_true")
     args = ap.parse_args(argv)
     quick = args.quick
     n_rows = 10000 if quick else None
     opts = {"max_fit": 10.0 if quick else 80.0, "repeats": args.repeats or (2 if quick else 3),
             "repeat_budget": 3.0 if quick else 15.0,
-            "trace_repeats": args.repeats or (2 if quick else 3)}
+            "trace_repeats": args.repeats or (2 if quick else 3),
+            "pairs": args.pairs if args.pairs is not None else (2 if quick else 7),
+            "pair_budget": 10.0 if quick else 60.0}
     de_budget = args.de_budget or (3.0 if quick else 150.0)
     budgets = {"daskml": args.daskml_budget or (4.0 if quick else 75.0),
                "de": de_budget, "de_other": min(de_budget, 3.0 if quick else 60.0),
