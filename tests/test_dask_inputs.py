@@ -115,6 +115,8 @@ def test_empty_partitions_of_a_filtered_dataframe_are_skipped(fertility, client)
     ("negative class weight", r"class_weight must be finite and non-negative; got 1.0: -1.0"),
     ("balanced with a weightless class", r"positive total sample weight in every class; "
                                          r"these classes have none: \[1.0\]"),
+    ("class and sample weights leave none", "class_weight and sample_weight together "
+                                            "give every sample the weight 0"),
 ])
 def test_bad_dask_labels_and_weights_get_scikit_learns_errors(fertility, client, case,
                                                               message):
@@ -132,6 +134,8 @@ def test_bad_dask_labels_and_weights_get_scikit_learns_errors(fertility, client,
         kw["class_weight"] = {0: 1.0, 1: -1.0}
     elif case == "balanced with a weightless class":
         weights, kw["class_weight"] = np.where(labels == 1, 0.0, 1.0), "balanced"
+    elif case == "class and sample weights leave none":
+        weights, kw["class_weight"] = np.where(labels == 1, 0.0, 1.0), {0: 0.0, 1: 1.0}
     else:
         kw["class_weight"] = {0: 1.0, 7: 2.0}
     args = (labels,) if weights is None else (labels, weights)
@@ -159,6 +163,26 @@ def test_balanced_class_weights_count_sample_weights_as_scikit_learn_does(fertil
                                   tol=1e-9, max_iter=5000, backend="inprocess").fit(
         X, y, sample_weight=w)
     assert np.abs(other.coef_ - ref.coef_).max() > 1e-3 * scale
+
+
+@pytest.mark.parametrize("labels", ["two numbers", "three strings"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_dask_labels_give_the_classes_and_class_weights_of_labels_in_memory(
+        fertility, client, labels, weighted):
+    """The classes, and "balanced" class weights, from one task per row block
+    (rows and weight of each class per block, added up) are those found from
+    the labels in memory."""
+    X, y, _ = fertility
+    rng = np.random.default_rng(1)
+    if labels == "three strings":
+        y = np.array(["low", "mid", "high"], dtype=object)[rng.integers(0, 3, len(y))]
+    w = rng.uniform(0.2, 3.0, size=len(y)) if weighted else None
+    clf = de.LogisticRegression(class_weight="balanced")
+    ref = clf._make_encoder(y, np.ones(len(y)) if w is None else w)
+    got = clf._make_encoder_dask(_chunked(y, 333), None if w is None else _chunked(w, 333))
+    np.testing.assert_array_equal(got.classes, ref.classes)
+    np.testing.assert_allclose(got.class_weight, ref.class_weight, rtol=1e-12)
+    assert got.n_targets == ref.n_targets
 
 
 def test_a_closed_client_is_refused(fertility, cluster):
