@@ -590,10 +590,11 @@ def paired_part(prob, loss, lr, de_rec, make_est, X, y, opts, log):
     0.45 s in another); a ratio of two fits run side by side, the order
     alternating from pair to pair, does not see the drift.  Each pair: the
     fastest peer's fit at its winning tol for each ε (the sweep's winner, as in
-    the table) and one daskelastic trace fit of as many rounds as the first
+    the table) and one daskelastic trace fit of 10 rounds more than the first
     trace needed to meet both targets; ratio = daskelastic's time to ε (round
     time + set-up, as in the table) / the peer's fit time.  The table quotes
-    the median of the pairs' ratios.
+    the median of the pairs' ratios.  A trace that does not meet ε in its
+    rounds is counted (``missed``) and printed, not hidden.
     """
     res = (de_rec.get("result") or {})
     pts = res.get("points", [])
@@ -603,7 +604,10 @@ def paired_part(prob, loss, lr, de_rec, make_est, X, y, opts, log):
     if not todo or opts["pairs"] < 1:
         return None
     makers = {name: make for name, make, _ in local_peers(loss, prob)}
-    rounds = max(hits[eps] for eps in todo) + 1
+    # as many rounds as the first trace needed, and 10 more: the default
+    # straggler policy cuts slow workers short by the clock, so the rounds
+    # to ε vary a little from fit to fit (9 to 11 to 1e-3 on flights)
+    rounds = max(hits[eps] for eps in todo) + 11
     p_star = lr["p_star"]
     out = {eps: {"peer": peers[eps][0], "peer_tol": peers[eps][1], "peer_seconds": [],
                  "de_seconds": [], "ratios": []} for eps in todo}
@@ -627,9 +631,10 @@ def paired_part(prob, loss, lr, de_rec, make_est, X, y, opts, log):
                 trace = ours()
         for eps in todo:
             j = _first_hit(trace, eps)
-            if j is None:     # fits are reproducible: not expected
-                continue
             o = out[eps]
+            if j is None:     # not met in the rounds given: counted, not hidden
+                o["missed"] = o.get("missed", 0) + 1
+                continue
             o["peer_seconds"].append(fits[eps])
             o["de_seconds"].append(trace[j]["seconds"])
             o["ratios"].append(trace[j]["seconds"] / fits[eps])
@@ -641,7 +646,9 @@ def paired_part(prob, loss, lr, de_rec, make_est, X, y, opts, log):
         log(f"    paired {eps:g}: {o['peer']} tol={o['peer_tol']:g} fits "
             + ", ".join(f"{x:.2f}" for x in o["peer_seconds"]) + f" s; {de_rec['name']} "
             + ", ".join(f"{x:.2f}" for x in o["de_seconds"]) + " s; ratios "
-            + ", ".join(f"{x:.2f}" for x in o["ratios"]))
+            + ", ".join(f"{x:.2f}" for x in o["ratios"])
+            + (f"; {o['missed']} trace(s) of {rounds} rounds did not meet it"
+               if o.get("missed") else ""))
     return out
 
 
@@ -768,13 +775,15 @@ def summarise(results, log):
                               f"{statistics.median(o['peer_seconds']):.3f}",
                               f"{statistics.median(o['de_seconds']):.3f}",
                               f"{o['median_ratio']:.2f}×",
-                              f"{min(o['ratios']):.2f}–{max(o['ratios']):.2f}×"])
+                              f"{min(o['ratios']):.2f}–{max(o['ratios']):.2f}×",
+                              str(o.get("missed", 0))])
     if prows:
         log("\nSide by side: the fastest single-process peer's fit and the 2-worker trace "
             "on shuffled rows, taking turns (order alternating); ratio = daskelastic's time "
             "to ε / the peer's, per pair")
         log(cm.table(prows, ["loss", "ε", "peer", "pairs", "peer s (median)",
-                             "2w shuffled s (median)", "median ratio", "range"]))
+                             "2w shuffled s (median)", "median ratio", "range",
+                             "missed"]))
     log("\nWhere daskelastic's time goes per round (trace fit, rounds after the first)")
     log(cm.table(brows, ["loss", "config", "rounds", "wall ms/round", "slowest worker ms",
                          "Σ workers ms", "overhead ms/round", "overhead %", "set-up s"]))
