@@ -464,8 +464,16 @@ def narrow_indices(X):
 
 
 def sq_norm_sum(X):
-    """``Σ ‖x_i‖²`` over the rows of a dense or sparse matrix (in float64)."""
-    data = X.data if sp.issparse(X) else X
+    """``Σ ‖x_i‖²`` over the rows of a dense or sparse matrix (in float64).
+
+    A dot product for ``float64`` values, which makes no temporary array: the
+    squares of half of flights' values took 4–9 ms in a worker (their array's
+    pages fresh from the kernel under distributed's ``MALLOC_TRIM_THRESHOLD_``),
+    the dot product under 1 ms.
+    """
+    data = np.ravel(X.data if sp.issparse(X) else X)
+    if data.dtype == np.float64:
+        return float(np.dot(data, data))
     return float(np.sum(np.square(data, dtype=np.float64)))
 
 

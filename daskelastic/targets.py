@@ -102,15 +102,17 @@ class TargetEncoder:
             are not in ``classes``.
         """
         n = y.shape[0]
-        sw = np.ones(n) if sample_weight is None else np.asarray(
-            sample_weight, dtype=np.float64).reshape(-1)
-        if sw.shape[0] != n:
-            raise ValueError(
-                f"sample_weight has {sw.shape[0]} rows but y has {n}")
-        if not np.all(np.isfinite(sw)):
-            raise ValueError("sample_weight contains NaN or infinity")
-        if np.any(sw < 0):
-            raise ValueError("sample_weight must be non-negative")
+        if sample_weight is None:
+            sw = np.ones(n)
+        else:
+            sw = np.asarray(sample_weight, dtype=np.float64).reshape(-1)
+            if sw.shape[0] != n:
+                raise ValueError(
+                    f"sample_weight has {sw.shape[0]} rows but y has {n}")
+            if not np.all(np.isfinite(sw)):
+                raise ValueError("sample_weight contains NaN or infinity")
+            if np.any(sw < 0):
+                raise ValueError("sample_weight must be non-negative")
         if not self.is_classifier:
             Y = np.asarray(y, dtype=np.float64).reshape(n, -1)
             if not np.all(np.isfinite(Y)):
@@ -119,13 +121,21 @@ class TargetEncoder:
                 Y = Y - self.offset
             return np.ascontiguousarray(Y), sw
         y = np.asarray(y).reshape(-1)
+        if self.classes.shape[0] == 2 and y.dtype.kind in "biuf":
+            # two classes of numbers: two comparisons, no search (half of
+            # flights' labels in a worker: ~2 ms instead of ~7)
+            pos = y == self.classes[1]
+            known = pos | (y == self.classes[0])
+            if not known.all():
+                self._unknown(y, ~known)
+            if self.class_weight is not None:
+                sw = sw * np.where(pos, self.class_weight[1], self.class_weight[0])
+            return np.where(pos, 1.0, -1.0)[:, None], sw
         idx = np.searchsorted(self.classes, y)
         idx = np.clip(idx, 0, len(self.classes) - 1)
         unknown = self.classes[idx] != y
         if np.any(unknown):
-            raise ValueError(
-                f"y contains labels not seen when the classes were determined: "
-                f"{np.unique(y[unknown])[:5]!r}")
+            self._unknown(y, unknown)
         if self.class_weight is not None:
             sw = sw * self.class_weight[idx]
         if self.n_targets == 1:
@@ -134,3 +144,9 @@ class TargetEncoder:
             Y = np.full((n, self.n_targets), -1.0)
             Y[np.arange(n), idx] = 1.0
         return Y, sw
+
+    @staticmethod
+    def _unknown(y, unknown):
+        raise ValueError(
+            f"y contains labels not seen when the classes were determined: "
+            f"{np.unique(y[unknown])[:5]!r}")

@@ -17,6 +17,7 @@ from daskelastic.solvers import (
     logistic_start,
     narrow_indices,
     sdca_chunk,
+    sq_norm_sum,
 )
 
 import reference as ref
@@ -826,3 +827,18 @@ def test_make_chunks_cuts_a_random_order_and_marks_the_chunks_shuffled():
     plain = make_chunks(X, Y, sw, split_rows(90, n_chunks=3))
     assert not any(c.shuffled for c in plain)
     np.testing.assert_array_equal(np.concatenate([c.rows for c in plain]), np.arange(90))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kind", ["dense", "csr", "strided"])
+def test_sq_norm_sum_is_the_sum_of_the_squared_values(dtype, kind):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 6)).astype(dtype)
+    X[X < 0.3] = 0.0
+    ref_value = float(np.sum(X.astype(np.float64) ** 2))
+    M = {"dense": X, "csr": sp.csr_matrix(X), "strided": np.asfortranarray(X)[:, ::2]}[kind]
+    if kind == "strided":
+        ref_value = float(np.sum(X[:, ::2].astype(np.float64) ** 2))
+    got = sq_norm_sum(M)
+    assert isinstance(got, float)
+    assert got == pytest.approx(ref_value, rel=1e-12)
