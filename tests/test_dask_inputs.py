@@ -5,6 +5,8 @@ own (not necessarily default) client, ``clone`` with a client, empty
 partitions and lazy predictions.
 """
 
+import time
+
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
@@ -207,3 +209,34 @@ def test_a_client_that_is_not_a_client_is_refused_with_a_hint(fertility, cluster
         de.LogisticRegression(client=cluster).fit(X, y)
     with pytest.raises(TypeError, match=r"got str: pass Client\(address\)"):
         de.LogisticRegression(client=cluster.scheduler_address).fit(X, y)
+
+
+def test_blocks_loaded_at_once_by_one_worker_land_in_one_solver(fertility_small,
+                                                               monkeypatch):
+    """A worker with several threads runs its load tasks at once: every block
+    must reach the same solver (the first tasks used to race to create it).
+    The race is widened by a solver that takes 50 ms to construct."""
+    from distributed import LocalCluster
+
+    from daskelastic import solvers
+
+    X, y = fertility_small
+    original = solvers.ChunkSolver.__init__
+
+    def slow_init(self, *args, **kwargs):
+        time.sleep(0.05)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(solvers.ChunkSolver, "__init__", slow_init)
+    with LocalCluster(n_workers=1, threads_per_worker=4, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as own:
+        clf = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=500, client=own,
+                                    acceleration="none").fit(
+            _chunked(X, 1000), _chunked(y, 1000))
+        held = clf.history_[-1]["worker_rows"]
+    assert sum(held.values()) == len(y)
+    ref = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=500, backend="inprocess",
+                                acceleration="none").fit(X, y)
+    # both certified within 1e-6 of the optimum: the same objective
+    assert clf.history_[-1]["primal"] == pytest.approx(ref.history_[-1]["primal"],
+                                                       rel=1e-5)

@@ -16,6 +16,7 @@ it, see ``daskelastic.actor-calls``) or, with
 import asyncio
 import concurrent.futures
 import ipaddress
+import threading
 import uuid
 import warnings
 from collections import defaultdict
@@ -43,23 +44,37 @@ _REGISTRY_ATTR = "_daskelastic_fits"
 # --------------------------------------------------------------------------
 # functions that run on the workers
 # --------------------------------------------------------------------------
+#: Guards the creation of a worker's registry and of a fit's solver in it: a
+#: worker with several threads runs the load tasks of its blocks at once, and
+#: two of them could each create a solver, the second replacing the first and
+#: the blocks the first received (a fit then trained on some of its rows)
+_REGISTRY_LOCK = threading.Lock()
+
+
 def _registry():
     worker = get_worker()
     reg = getattr(worker, _REGISTRY_ATTR, None)
     if reg is None:
-        reg = {}
-        setattr(worker, _REGISTRY_ATTR, reg)
+        with _REGISTRY_LOCK:
+            reg = getattr(worker, _REGISTRY_ATTR, None)
+            if reg is None:
+                reg = {}
+                setattr(worker, _REGISTRY_ATTR, reg)
     return reg
 
 
 def _solver(fit_id, problem=None):
     reg = _registry()
-    if fit_id not in reg:
+    solver = reg.get(fit_id)
+    if solver is None:
         if problem is None:
             raise RuntimeError(f"worker holds no state of fit {fit_id}")
-        reg[fit_id] = ChunkSolver(problem.loss, problem.n_targets,
-                                  problem.intercept_scaling)
-    return reg[fit_id]
+        with _REGISTRY_LOCK:
+            solver = reg.get(fit_id)
+            if solver is None:
+                solver = reg[fit_id] = ChunkSolver(problem.loss, problem.n_targets,
+                                                   problem.intercept_scaling)
+    return solver
 
 
 def _settle(solver, settlement):
