@@ -466,9 +466,10 @@ def _block_decision(X, coef, intercept):
 def _block_labels_and_weights(y, sample_weight=None):
     """A row block's distinct labels (sorted), the rows of each, and its weights.
 
-    Returns ``(labels, counts, weight_sums, smallest_weight)``: ``counts[j]``
-    rows have the label ``labels[j]``, whose sample weights add up to
-    ``weight_sums[j]``; the last two are None without ``sample_weight``.
+    Returns ``(labels, counts, weight_sums, smallest_weight, finite)``:
+    ``counts[j]`` rows have the label ``labels[j]``, whose sample weights add
+    up to ``weight_sums[j]``; ``finite`` says whether every weight is finite;
+    the last three are None without ``sample_weight``.
     """
     y = np.asarray(y).reshape(-1)
     if y.dtype.kind in "biuf":
@@ -482,10 +483,11 @@ def _block_labels_and_weights(y, sample_weight=None):
     codes = codes.reshape(-1)
     counts = np.bincount(codes, minlength=labels.shape[0])
     if sample_weight is None:
-        return labels, counts, None, None
+        return labels, counts, None, None, None
     sw = np.asarray(sample_weight, dtype=np.float64).reshape(-1)
     sums = np.bincount(codes, weights=sw, minlength=labels.shape[0])
-    return labels, counts, sums, float(sw.min()) if sw.shape[0] else np.inf
+    return (labels, counts, sums, float(sw.min()) if sw.shape[0] else np.inf,
+            bool(np.isfinite(sw).all()))
 
 
 def _distinct_labels(y):
@@ -565,12 +567,16 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         # each class's rows and total sample weight
         counts = np.zeros(classes.shape[0])
         sums = None if sample_weight is None else np.zeros(classes.shape[0])
-        for labels, n, total, _ in parts:
+        for labels, n, total, _, _ in parts:
             where = np.searchsorted(classes, labels)
             counts[where] += n
             if sums is not None:
                 sums[where] += total
         if sums is not None:
+            if not all(p[4] for p in parts):
+                # the load tasks' error, before any block loads (the class
+                # weights' checks below would misread the NaN sums)
+                raise ValueError("sample_weight contains NaN or infinity")
             _check_weights(min(p[3] for p in parts), sums.sum())
         if classes.shape[0] < 2:
             raise ValueError(

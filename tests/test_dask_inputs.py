@@ -18,6 +18,7 @@ from sklearn.linear_model import LogisticRegression as SkLogisticRegression
 from sklearn.model_selection import cross_val_score
 
 import daskelastic as de
+from daskelastic import estimators
 
 COLUMNS = ["children", "morekids", "age", "afam", "hispanic", "other", "work"]
 
@@ -119,6 +120,11 @@ def test_empty_partitions_of_a_filtered_dataframe_are_skipped(fertility, client)
                                          r"these classes have none: \[1.0\]"),
     ("class and sample weights leave none", "class_weight and sample_weight together "
                                             "give every sample the weight 0"),
+    # in memory scikit-learn's "Input sample_weight contains NaN.", on dask input
+    # the load tasks' message (here found with the labels, before any load)
+    ("NaN weight", "sample_weight contains NaN"),
+    ("NaN weight with class weights", "sample_weight contains NaN"),
+    ("infinite weight, balanced", "sample_weight contains (NaN or )?infinity"),
 ])
 def test_bad_dask_labels_and_weights_get_scikit_learns_errors(fertility, client, case,
                                                               message):
@@ -138,6 +144,14 @@ def test_bad_dask_labels_and_weights_get_scikit_learns_errors(fertility, client,
         weights, kw["class_weight"] = np.where(labels == 1, 0.0, 1.0), "balanced"
     elif case == "class and sample weights leave none":
         weights, kw["class_weight"] = np.where(labels == 1, 0.0, 1.0), {0: 0.0, 1: 1.0}
+    elif case.startswith("NaN weight"):
+        weights = np.ones(len(y))
+        weights[3] = np.nan
+        if case.endswith("class weights"):
+            kw["class_weight"] = {0: 1.0, 1: 2.0}
+    elif case == "infinite weight, balanced":
+        weights, kw["class_weight"] = np.ones(len(y)), "balanced"
+        weights[3] = np.inf
     else:
         kw["class_weight"] = {0: 1.0, 7: 2.0}
     args = (labels,) if weights is None else (labels, weights)
@@ -167,10 +181,11 @@ def test_balanced_class_weights_count_sample_weights_as_scikit_learn_does(fertil
     assert np.abs(other.coef_ - ref.coef_).max() > 1e-3 * scale
 
 
+@pytest.mark.parametrize("counts_weights", [True, False])
 @pytest.mark.parametrize("labels", ["two numbers", "three strings"])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_dask_labels_give_the_classes_and_class_weights_of_labels_in_memory(
-        fertility, client, labels, weighted):
+        fertility, client, labels, weighted, counts_weights, monkeypatch):
     """The classes, and "balanced" class weights, from one task per row block
     (rows and weight of each class per block, added up) are those found from
     the labels in memory."""
@@ -179,6 +194,8 @@ def test_dask_labels_give_the_classes_and_class_weights_of_labels_in_memory(
     if labels == "three strings":
         y = np.array(["low", "mid", "high"], dtype=object)[rng.integers(0, 3, len(y))]
     w = rng.uniform(0.2, 3.0, size=len(y)) if weighted else None
+    # "balanced" counts the sample weights where scikit-learn does (1.9 on)
+    monkeypatch.setattr(estimators, "_BALANCED_COUNTS_WEIGHTS", counts_weights)
     clf = de.LogisticRegression(class_weight="balanced")
     ref = clf._make_encoder(y, np.ones(len(y)) if w is None else w)
     got = clf._make_encoder_dask(_chunked(y, 333), None if w is None else _chunked(w, 333))

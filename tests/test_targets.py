@@ -64,3 +64,25 @@ def test_bad_sample_weights_are_refused(weights, message):
     with pytest.raises(ValueError, match=message):
         TargetEncoder(classes=np.array([0, 1])).encode(np.array([0, 1, 1]),
                                                         np.array(weights))
+
+
+@pytest.mark.parametrize("labels", [np.array([4, 9, 9, 4, 9]),
+                                    np.array([0.0, 1.0, 1.0, 0.0, 0.0]),
+                                    np.array([True, False, True, True, False])])
+def test_two_classes_of_numbers_encode_as_the_search_does(labels):
+    """The two comparisons that encode two classes of numbers give what the
+    search over the classes gives (the same labels as Python objects)."""
+    classes = np.unique(labels)
+    cw = np.array([0.5, 2.0])
+    sw = np.array([1.0, 0.0, 2.0, 3.0, 0.5])
+    fast = TargetEncoder(classes=classes, class_weight=cw).encode(labels, sw)
+    searched = TargetEncoder(classes=classes.astype(object), class_weight=cw).encode(
+        labels.astype(object), sw)
+    for a, b in zip(fast, searched):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_two_classes_with_more_targets_get_a_column_each():
+    """n_targets is kept for two classes too (a column per class)."""
+    Y, _ = TargetEncoder(classes=np.array([0, 1]), n_targets=2).encode(np.array([1, 0, 1]))
+    np.testing.assert_array_equal(Y, [[-1.0, 1.0], [1.0, -1.0], [-1.0, 1.0]])
