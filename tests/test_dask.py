@@ -265,3 +265,41 @@ def test_unknown_round_transport_is_rejected(client):
     problem = Problem(loss_code("hinge"), 0.1, 10, 2, 1, 0.0)
     with pytest.raises(ValueError, match="round transport"):
         DaskBackend(client, problem, transport="carrier pigeon")
+
+
+def _packing(dask_worker, fit_id):
+    """A worker's solver of ``fit_id``: its chunks, and those not packed yet."""
+    solver = dask_worker._daskelastic_fits[fit_id]
+    return {"chunks": solver.chunk_ids, "unpacked": sorted(solver._unpacked),
+            "packed rows": int(solver._packed[0].shape[0])}
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_dask_arrays_blocks_are_packed_once_loaded(table, threads):
+    """The load task that completes a worker's blocks packs its rows (no call
+    of its own follows, and the first round does not pack), also when a
+    worker's threads run its load tasks at once."""
+    from distributed import Client, LocalCluster
+
+    from daskelastic.targets import TargetEncoder
+
+    X, y = table
+    n, d = X.shape
+    problem = Problem(loss=loss_code("logistic"), lam=lambda_from_C(0.5, n), n_samples=n,
+                      n_features=d, n_targets=1, intercept_scaling=1.0)
+    with LocalCluster(n_workers=2, threads_per_worker=threads, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        backend = DaskBackend(client, problem)
+        try:
+            plan = backend.load_dask(da.from_array(X, chunks=(250, -1), asarray=False),
+                                     da.from_array(y, chunks=250), None,
+                                     TargetEncoder(classes=np.unique(y)))
+            state = client.run(_packing, fit_id=backend.fit_id)
+        finally:
+            backend.close()
+    assert sum(len(c) for c in plan.values()) == 12
+    assert {w: s["chunks"] for w, s in state.items() if s["chunks"]} == \
+        {w: c for w, c in plan.items() if c}
+    for s in state.values():
+        assert s["unpacked"] == []
+        assert s["packed rows"] == 250 * len(s["chunks"])

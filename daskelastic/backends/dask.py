@@ -91,8 +91,10 @@ def load_chunks(fit_id, problem, *chunks):
     """Add in-memory chunks to this worker's solver, and pack its rows.
 
     A worker gets all its chunks in one call: it packs them at once, while the
-    client still sends other workers theirs, and no ``prepare`` call follows
-    (see ``DaskBackend._prepare``).  Returns ``Σ ‖x_i‖²`` over their rows.
+    client still sends other workers theirs, and before the first round: a
+    first round that packs takes longer, unevenly, and the default straggler
+    policy cut it (on the flights table, 2 workers, a fit to ``tol=1e-3`` then
+    took up to 41 rounds instead of 25).  Returns ``Σ ‖x_i‖²`` over their rows.
     """
     solver = _solver(fit_id, problem)
     for c in chunks:
@@ -102,10 +104,14 @@ def load_chunks(fit_id, problem, *chunks):
     return total
 
 
-def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None):
+def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None,
+               pack_with=None):
     """Validate and encode one block of a dask collection, and hold it as a chunk.
 
-    Returns ``Σ ‖x_i‖²`` over the block's rows.
+    With ``pack_with`` (the ids of every chunk this worker is to hold), the
+    task that completes them packs the worker's rows before the first round
+    (see :func:`load_chunks`), with no call of its own.  Returns ``Σ ‖x_i‖²``
+    over the block's rows.
     """
     X = _as_chunk_matrix(X)
     Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
@@ -113,8 +119,15 @@ def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None):
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
     solver = _solver(fit_id, problem)
-    solver.add_chunk(chunk_id, X, Y, sw)
-    return sq_norm_sum(X)
+    total = sq_norm_sum(X)
+    # the load tasks of a worker with several threads run at once: the one
+    # that adds the last chunk, and only it, sees them all
+    with _REGISTRY_LOCK:
+        solver.add_chunk(chunk_id, X, Y, sw)
+        complete = pack_with is not None and set(pack_with) <= set(solver.chunk_ids)
+    if complete:
+        solver.prepare()
+    return total
 
 
 def _as_chunk_matrix(X):
@@ -190,10 +203,6 @@ class RoundActor:
         """Apply a settlement outside a round (in the actor thread, after any round)."""
         _settle(self.worker_solver(), settlement)
 
-    def prepare(self):
-        """Pack the rows held before the first round (``ChunkSolver.prepare``)."""
-        self.worker_solver().prepare()
-
     def load(self, problem, *chunks):
         """Hold in-memory chunks sent with the call, packed (:func:`load_chunks`)."""
         return load_chunks(self.fit_id, problem, *chunks)
@@ -214,11 +223,6 @@ class RoundActor:
 def settle(fit_id, settlement):
     """Apply a settlement outside a round (end of fit)."""
     _settle(_solver(fit_id), settlement)
-
-
-def prepare(fit_id):
-    """Pack this worker's rows before the first round (``ChunkSolver.prepare``)."""
-    _solver(fit_id).prepare()
 
 
 def alpha_sum(fit_id, n_features):
@@ -616,14 +620,18 @@ class DaskBackend(Backend):
         loads = []
         for addr, cids in plan.items():
             for cid in cids:
+                # a worker's rows are packed by the load task that completes
+                # them (no prepare call: one round trip less)
                 loads.append(self.client.submit(
                     load_block, self.fit_id, self.problem, encoder, cid,
-                    *[b[cid] for b in blocks], workers=[addr], allow_other_workers=False,
+                    *[b[cid] for b in blocks], *[None] * (3 - len(blocks)), list(cids),
+                    workers=[addr], allow_other_workers=False,
                     pure=False, key=f"daskelastic-load-{self.fit_id}-{cid}"))
-        # the chunks will live in the workers' solvers: drop dask's copies
+        # the chunks will live in the workers' solvers: drop dask's copies (no
+        # reference to a block may stay in this frame, which an error's
+        # traceback keeps)
         del blocks
         self._finish_loading(loads, plan)
-        self._prepare()   # a block per load task: pack once all have loaded
         return plan
 
     def _reread_blocks(self, plan):
@@ -670,20 +678,6 @@ class DaskBackend(Backend):
             raise error.with_traceback(None) from None
         self.placement = {w: c for w, c in plan.items() if c}
         self.publish()
-
-    def _prepare(self):
-        """Have every worker pack its rows now, not in the first round.
-
-        A first round that packs takes longer, unevenly, and the default
-        straggler policy cut it: on the flights table, 2 workers, a fit to
-        ``tol=1e-3`` then took up to 41 rounds instead of 25.  Dask input
-        needs it (one load task per block); in-memory chunks are packed by
-        their load task (:func:`load_chunks`), which saves this round trip.
-        """
-        if self.transport != "actor":
-            self._on_each(prepare)
-            return
-        self._on_each_actor("prepare", {a: () for a in self.placement})
 
     def _on_each_actor(self, method, args):
         """Call ``method`` of the actors of ``args``' workers with their args; wait for all.
