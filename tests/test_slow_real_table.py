@@ -93,6 +93,16 @@ def _optimum(X, y):
     return get
 
 
+def _check_fit(clf, loss, X, y, p_ref, n_workers):
+    """A fit on all the workers, certified to 1e-4, within 1e-4 of liblinear's optimum
+    ``p_ref`` (and never better than our certificate allows)."""
+    p_ours = _primal(loss, X, y, clf.coef_)
+    assert clf.history_[-1]["n_workers"] == n_workers
+    assert clf.duality_gap_ <= 1e-4
+    assert abs(p_ours - p_ref) / p_ref <= 1e-4
+    assert p_ref >= clf.history_[-1]["dual"] * (1 - 1e-9)
+
+
 @pytest.fixture(scope="module")
 def optimum(flights):
     return _optimum(*flights)
@@ -115,14 +125,8 @@ def test_full_table_reaches_the_liblinear_optimum(loss, kind, flights, big_clien
             da.from_array(y, chunks=rows)
     else:
         Xin, yin = X, y
-    clf = _ours(loss, big_client).fit(Xin, yin)
-    p_ours = _primal(loss, X, y, clf.coef_)
-    p_ref = optimum(loss)
-    assert clf.history_[-1]["n_workers"] == n_workers
-    assert clf.duality_gap_ <= 1e-4
-    # within 1e-4 of liblinear's optimum (and never better than our certificate allows)
-    assert abs(p_ours - p_ref) / p_ref <= 1e-4
-    assert p_ref >= clf.history_[-1]["dual"] * (1 - 1e-9)
+    _check_fit(_ours(loss, big_client).fit(Xin, yin), loss, X, y, optimum(loss),
+               n_workers)
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared_hinge", "hinge"])
@@ -139,10 +143,5 @@ def test_full_table_dense_reaches_the_liblinear_optimum(loss, kind, flights_dens
         yin = dd.from_pandas(pd.Series(y, name="late"), chunksize=rows)
     else:
         Xin, yin = X, y
-    clf = _ours(loss, big_client).fit(Xin, yin)
-    p_ours = _primal(loss, Xs, y, clf.coef_)
-    p_ref = optimum_dense(loss)
-    assert clf.history_[-1]["n_workers"] == n_workers
-    assert clf.duality_gap_ <= 1e-4
-    assert abs(p_ours - p_ref) / p_ref <= 1e-4
-    assert p_ref >= clf.history_[-1]["dual"] * (1 - 1e-9)
+    _check_fit(_ours(loss, big_client).fit(Xin, yin), loss, Xs, y, optimum_dense(loss),
+               n_workers)
