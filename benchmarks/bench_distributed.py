@@ -58,8 +58,8 @@ Side by side (``--pairs``, default 8): the single-process part and the
 cluster part of this script run minutes apart, and the machine's speed drifts
 in between; so on the 2-worker cluster, the fastest single-process peer's
 winning fit for each ε and a daskelastic trace fit on the shuffled blocks
-take turns (the order alternating from pair to pair), and the table quotes
-the median of the pairs' ratios.
+take turns (mirrored: peers then ours, then ours then the peers), every fit
+checked against ε, and the table quotes the median of the pairs' ratios.
 
 Where daskelastic's time goes: per round, the mean wall time vs the mean of
 the slowest worker's solver seconds (and their sum) from
@@ -798,7 +798,7 @@ def summarise(results, log):
                           f"{o['missed']} / {o['peer_missed']}"])
     if prows:
         log("\nSide by side: the fastest single-process peer's fit and the 2-worker trace "
-            "on shuffled rows, taking turns (order alternating); ratio = daskelastic's time "
+            "on shuffled rows, taking turns (mirrored); ratio = daskelastic's time "
             "to ε / the peer's, per pair")
         log(cm.table(prows, ["loss", "ε", "peer", "pairs", "peer s (median)",
                              "2w shuffled s (median)", "median ratio", "range",

@@ -44,10 +44,12 @@ _REGISTRY_ATTR = "_daskelastic_fits"
 # --------------------------------------------------------------------------
 # functions that run on the workers
 # --------------------------------------------------------------------------
-#: Guards the creation of a worker's registry and of a fit's solver in it: a
-#: worker with several threads runs the load tasks of its blocks at once, and
-#: two of them could each create a solver, the second replacing the first and
-#: the blocks the first received (a fit then trained on some of its rows)
+#: Guards the creation of a worker's registry and of a fit's solver in it, and
+#: a load task's adding of its block: a worker with several threads runs the
+#: load tasks of its blocks at once; two of them could each create a solver,
+#: the second replacing the first and the blocks the first received (a fit
+#: then trained on some of its rows), and only the task that adds the last
+#: block may see them all (and pack them)
 _REGISTRY_LOCK = threading.Lock()
 
 
