@@ -103,9 +103,11 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
         any_change = False
         gap = offset + s < n
         for k in range(m):
-            delta, loss_acc, dual_acc, az_acc = _visit(
+            delta, t, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
-                gap, Z, U, i, k, loss_acc, dual_acc, az_acc, rtol)
+                gap, U[i, k] if loss == LOGISTIC else 0.0, loss_acc, dual_acc, az_acc, rtol)
+            if loss == LOGISTIC and gap:
+                Z[i, k] = t
             change_acc += dual_value_change(loss, Y[i, k], alpha[i, k] + dalpha[i, k], c,
                                             delta)
             coef[k] = delta * inv_lam_n
@@ -131,39 +133,41 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _visit(loss, y, c, a0, da, zw, z, q, gap, Z, U, i, k, loss_acc, dual_acc, az_acc,
-           rtol):
-    """One visit of sample ``i``'s dual value ``k`` by a kernel: ``(its change, the sums)``.
+def _visit(loss, y, c, a0, da, zw, z, q, gap, u0, loss_acc, dual_acc, az_acc, rtol):
+    """One visit of a sample's dual value by a kernel: ``(its change, t, the sums)``.
 
     With ``gap`` the sample's gap terms at ``w`` (margin ``zw``) and the
     committed ``a0`` are added to the sums, except for the logistic loss's
-    ``log1p(exp(-|y·zw|))`` and dual value: ``-|y·zw|`` goes to ``Z[i, k]``
-    and :func:`logistic_gap_sums` adds those after the kernel, with NumPy's
-    SIMD ``exp`` and ``log1p``.  The step
-    starts from ``a0 + da`` at margin ``z`` with curvature ``q`` (see
-    ``coordinate_step``); on a logistic sample's first visit in the round
-    (``da == 0``) from the logit ``U[i, k]`` of ``a0·y/c`` that
-    :func:`logistic_start` computed (NaN where it does not apply).  The
-    logistic step stops at the relative accuracy ``rtol``.
+    ``log1p(exp(-|y·zw|))`` and dual value: the kernel writes ``t = -|y·zw|``
+    to its ``Z`` and :func:`logistic_gap_sums` adds those after the kernel,
+    with NumPy's SIMD ``exp`` and ``log1p`` (``t`` is 0 for the other
+    losses).  The step starts from ``a0 + da`` at margin ``z`` with curvature
+    ``q`` (see ``coordinate_step``); on a logistic sample's first visit in
+    the round (``da == 0``) from the logit ``u0`` of ``a0·y/c`` that
+    :func:`logistic_start` computed (NaN where it does not apply; the other
+    losses ignore it).  The logistic step stops at the relative accuracy
+    ``rtol``.
+
+    It takes values, not the kernel's arrays: an array passed to this inlined
+    function cost a logistic epoch on flights 20-25% more (27 against 21 ms,
+    ``scratch/s10/expk5.py``).
     """
     a = a0 + da
     if loss == LOGISTIC:
+        yz = y * zw
         if gap:   # all but the loss's logs and the dual values' sum
-            yz = y * zw
-            Z[i, k] = -abs(yz)
             loss_acc += c * max(-yz, 0.0)
             az_acc += a0 * zw
-        if da == 0.0:
-            u0 = U[i, k]
-            if u0 == u0:
-                return (logistic_step_at(y, c, z, q, a0 * y / c, u0, rtol) - a,
-                        loss_acc, dual_acc, az_acc)
-        return coordinate_step(loss, y, a, c, z, q, rtol) - a, loss_acc, dual_acc, az_acc
+        if da == 0.0 and u0 == u0:
+            return (logistic_step_at(y, c, z, q, a0 * y / c, u0, rtol) - a, -abs(yz),
+                    loss_acc, dual_acc, az_acc)
+        return (coordinate_step(loss, y, a, c, z, q, rtol) - a, -abs(yz),
+                loss_acc, dual_acc, az_acc)
     if gap:
         loss_acc += c * primal_loss(loss, y, zw)
         az_acc += a0 * zw
         dual_acc += dual_value(loss, y, a0, c)
-    return coordinate_step(loss, y, a, c, z, q, rtol) - a, loss_acc, dual_acc, az_acc
+    return coordinate_step(loss, y, a, c, z, q, rtol) - a, 0.0, loss_acc, dual_acc, az_acc
 
 
 def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
@@ -207,10 +211,13 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
             sq += xij * xij
             zw += xij * w1[j]
             zd += xij * dw1[j]
-        delta, loss_acc, dual_acc, az_acc = _visit(
+        gap = offset + s < n
+        delta, t, loss_acc, dual_acc, az_acc = _visit(
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
-            sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc,
-            rtol)
+            sigma * sq * inv_lam_n, gap, U[i, 0] if loss == LOGISTIC else 0.0,
+            loss_acc, dual_acc, az_acc, rtol)
+        if loss == LOGISTIC and gap:
+            Z[i, 0] = t
         change_acc += dual_value_change(loss, Y[i, 0], alpha[i, 0] + dalpha[i, 0], sw[i], delta)
         if delta != 0.0:   # (unlike _sdca_csr_1: skipping d columns pays)
             dalpha[i, 0] += delta
@@ -284,9 +291,11 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         c = sw[i]
         gap = offset + s < n
         for k in range(m):
-            delta, loss_acc, dual_acc, az_acc = _visit(
+            delta, t, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
-                gap, Z, U, i, k, loss_acc, dual_acc, az_acc, rtol)
+                gap, U[i, k] if loss == LOGISTIC else 0.0, loss_acc, dual_acc, az_acc, rtol)
+            if loss == LOGISTIC and gap:
+                Z[i, k] = t
             change_acc += dual_value_change(loss, Y[i, k], alpha[i, k] + dalpha[i, k], c,
                                             delta)
             coef[k] = delta * inv_lam_n
@@ -367,10 +376,13 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
             sq += xij * xij
             zw += xij * w1[j]
             zd += xij * dw1[j]
-        delta, loss_acc, dual_acc, az_acc = _visit(
+        gap = offset + s < n
+        delta, t, loss_acc, dual_acc, az_acc = _visit(
             loss, Y[i, 0], sw[i], alpha[i, 0], dalpha[i, 0], zw, zw + sigma * zd,
-            sigma * sq * inv_lam_n, offset + s < n, Z, U, i, 0, loss_acc, dual_acc, az_acc,
-            rtol)
+            sigma * sq * inv_lam_n, gap, U[i, 0] if loss == LOGISTIC else 0.0,
+            loss_acc, dual_acc, az_acc, rtol)
+        if loss == LOGISTIC and gap:
+            Z[i, 0] = t
         change_acc += dual_value_change(loss, Y[i, 0], alpha[i, 0] + dalpha[i, 0], sw[i], delta)
         # Unconditional, even when the step left the dual value where it was:
         # a branch on ``delta != 0`` mispredicts on the hinge losses (whose
