@@ -9,6 +9,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import ast_guard  # noqa: E402
+
+# CPython 3.11.7's ast.parse can fail when it races a garbage collection (see
+# ast_guard); pytest parses the test modules and its reports with it
+ast_guard.install()
+
 
 @pytest.fixture(scope="session")
 def cluster():
