@@ -148,9 +148,9 @@ def _visit(loss, y, c, a0, da, zw, z, q, gap, u0, loss_acc, dual_acc, az_acc, rt
     losses ignore it).  The logistic step stops at the relative accuracy
     ``rtol``.
 
-    It takes values, not the kernel's arrays: an array passed to this inlined
-    function cost a logistic epoch on flights 20-25% more (27 against 21 ms,
-    ``scratch/s10/expk5.py``).
+    It takes values, not the kernel's arrays: with the arrays passed to this
+    inlined function, one worker's logistic epoch on flights took 1.20-1.34x
+    as long (``benchmarks/bench_epochs.py --base`` against the code before).
     """
     a = a0 + da
     if loss == LOGISTIC:
