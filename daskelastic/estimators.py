@@ -36,7 +36,7 @@ from .placement import make_chunks, split_rows
 from .policies import STRAGGLER_POLICIES, StragglerPolicy, make_straggler_policy
 from .scaling import SCALING_POLICIES, ScalingPolicy
 from .session import BACKENDS, current_client, fit_session
-from .targets import TargetEncoder
+from .targets import TargetEncoder, not_finite
 
 __all__ = ["LogisticRegression", "LinearSVC", "Ridge"]
 
@@ -581,7 +581,7 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
             if not all(p[4] for p in parts):
                 # the load tasks' error, before any block loads (the class
                 # weights' checks below would misread the NaN sums)
-                raise ValueError("sample_weight contains NaN or infinity")
+                raise not_finite("sample_weight")
             _check_weights(min(p[3] for p in parts), sums.sum())
         if classes.shape[0] < 2:
             raise ValueError(

@@ -17,6 +17,11 @@ import numpy as np
 __all__ = ["TargetEncoder"]
 
 
+def not_finite(name):
+    """The ``ValueError`` for an input ``name`` (``"X"``, ``"y"``, ...) holding NaN or inf."""
+    return ValueError(f"{name} contains NaN or infinity")
+
+
 @dataclass(frozen=True)
 class TargetEncoder:
     """Encode one block of labels (or targets) and sample weights.
@@ -110,13 +115,13 @@ class TargetEncoder:
                 raise ValueError(
                     f"sample_weight has {sw.shape[0]} rows but y has {n}")
             if not np.all(np.isfinite(sw)):
-                raise ValueError("sample_weight contains NaN or infinity")
+                raise not_finite("sample_weight")
             if np.any(sw < 0):
                 raise ValueError("sample_weight must be non-negative")
         if not self.is_classifier:
             Y = np.asarray(y, dtype=np.float64).reshape(n, -1)
             if not np.all(np.isfinite(Y)):
-                raise ValueError("y contains NaN or infinity")
+                raise not_finite("y")
             if self.offset is not None:
                 Y = Y - self.offset
             return np.ascontiguousarray(Y), sw

@@ -35,6 +35,7 @@ from .. import adaptive, config
 from ..driver import Backend, WorkersLost
 from ..placement import assign_chunks
 from ..solvers import ChunkSolver, sq_norm_sum
+from ..targets import not_finite
 
 __all__ = ["DaskBackend"]
 
@@ -148,7 +149,7 @@ def _as_chunk_matrix(X):
     if X.ndim != 2:
         raise ValueError(f"expected 2-d blocks of X, got {X.ndim}-d")
     if not np.all(np.isfinite(X.data if sp.issparse(X) else X)):
-        raise ValueError("X contains NaN or infinity")
+        raise not_finite("X")
     return X
 
 
