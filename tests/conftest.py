@@ -15,6 +15,9 @@ import ast_guard  # noqa: E402
 # ast_guard); pytest parses the test modules and its reports with it
 ast_guard.install()
 
+# a helper module, not tests (collecting its doctests would import it twice)
+collect_ignore = ["ast_guard.py"]
+
 
 @pytest.fixture(scope="session")
 def cluster():

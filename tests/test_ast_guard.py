@@ -5,6 +5,7 @@ import difflib
 import gc
 import random
 import threading
+import time
 from pathlib import Path
 
 import ast_guard
@@ -53,11 +54,49 @@ def test_the_guard_removes_the_race_that_breaks_ast_parse():
     """Where the race exists, the bare ``ast.parse`` fails under it and the guarded one does not."""
     assert getattr(ast.parse, "__wrapped_by_daskelastic__", False), "conftest installs it"
     bare = ast.parse.__wrapped__
-    errors = _parse_in_threads(bare)
-    assert errors, "the race did not show: the test no longer shows what the guard does"
-    assert "recursion depth mismatch" in str(errors[0])
-    assert _parse_in_threads(ast.parse) == []
-    assert ast.dump(ast.parse(_SOURCE)) == ast.dump(bare(_SOURCE))
+    was_enabled = gc.isenabled()
+    gc.enable()   # the race needs collections
+    try:
+        errors = _parse_in_threads(bare)
+        assert errors, "the race did not show: the test no longer shows what the guard does"
+        assert "recursion depth mismatch" in str(errors[0])
+        assert _parse_in_threads(ast.parse) == []
+        assert gc.isenabled(), "the guarded parses left the collector off"
+        assert ast.dump(ast.parse(_SOURCE)) == ast.dump(bare(_SOURCE))
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+
+
+def test_parses_overlapping_in_threads_keep_the_collector_off_until_the_last_ends():
+    """Each parse sees the collector off, also when another thread's parse ends first.
+
+    The parses sleep (releasing the GIL) for different times, so that they
+    overlap and end in another order than they began.
+    """
+    seen = []
+
+    def parse(source, *args, **kwargs):
+        seen.append(gc.isenabled())
+        time.sleep(float(source))
+        seen.append(gc.isenabled())
+        return source
+
+    guarded = ast_guard.guarded(parse)
+    was_enabled = gc.isenabled()
+    gc.enable()
+    try:
+        threads = [threading.Thread(target=guarded, args=(f"{0.002 * (5 - k)}",))
+                   for k in range(5)]
+        for t in threads:
+            t.start()
+            time.sleep(0.001)
+        for t in threads:
+            t.join()
+        assert len(seen) == 10
+        assert not any(seen), "a parse ran with the collector on"
+        assert gc.isenabled(), "the collector was left off"
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
 
 
 def test_the_guard_passes_other_errors_on_and_restores_the_collector():
