@@ -130,9 +130,9 @@ def _check_weights(smallest, total):
 
 
 def _no_weight_left():
-    """The ``ValueError`` of class and sample weights that give every sample the weight 0."""
-    raise ValueError("class_weight and sample_weight together give every sample the "
-                     "weight 0")
+    """The ``ValueError`` for class and sample weights that give every sample the weight 0."""
+    return ValueError("class_weight and sample_weight together give every sample the "
+                      "weight 0")
 
 
 def _check_class_weights(cw, classes, balanced):
@@ -545,7 +545,7 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
                 cw = compute_class_weight(self.class_weight, classes=classes, y=y, **kw)
             _check_class_weights(cw, classes, self.class_weight == "balanced")
             if not np.sum(sample_weight * cw[np.searchsorted(classes, y)]) > 0:
-                _no_weight_left()
+                raise _no_weight_left()
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
@@ -598,7 +598,7 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
             cw = compute_class_weight(self.class_weight, classes=classes, y=classes)
             _check_class_weights(cw, classes, False)
         if cw is not None and not np.sum(cw * (counts if sums is None else sums)) > 0:
-            _no_weight_left()
+            raise _no_weight_left()
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 

@@ -134,7 +134,7 @@ class TargetEncoder:
             pos = y == self.classes[1]
             known = pos | (y == self.classes[0])
             if not known.all():
-                self._unknown(y, ~known)
+                raise self._unknown(y, ~known)
             if self.class_weight is not None:
                 sw = sw * np.where(pos, self.class_weight[1], self.class_weight[0])
             return np.where(pos, 1.0, -1.0)[:, None], sw
@@ -142,7 +142,7 @@ class TargetEncoder:
         idx = np.clip(idx, 0, len(self.classes) - 1)
         unknown = self.classes[idx] != y
         if np.any(unknown):
-            self._unknown(y, unknown)
+            raise self._unknown(y, unknown)
         if self.class_weight is not None:
             sw = sw * self.class_weight[idx]
         if self.n_targets == 1:
@@ -154,6 +154,7 @@ class TargetEncoder:
 
     @staticmethod
     def _unknown(y, unknown):
-        raise ValueError(
+        """The ``ValueError`` naming the labels of ``y`` where ``unknown``."""
+        return ValueError(
             f"y contains labels not seen when the classes were determined: "
             f"{np.unique(y[unknown])[:5]!r}")

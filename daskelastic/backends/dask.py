@@ -627,7 +627,7 @@ class DaskBackend(Backend):
                 # them (no prepare call: one round trip less)
                 loads.append(self.client.submit(
                     load_block, self.fit_id, self.problem, encoder, cid,
-                    *[b[cid] for b in blocks], *[None] * (3 - len(blocks)), list(cids),
+                    *[b[cid] for b in blocks], pack_with=list(cids),
                     workers=[addr], allow_other_workers=False,
                     pure=False, key=f"daskelastic-load-{self.fit_id}-{cid}"))
         # the chunks will live in the workers' solvers: drop dask's copies (no
