@@ -407,7 +407,7 @@ def test_a_round_reports_its_solver_threads_cpu_time():
 
 
 def test_logistic_start_matches_the_scalar_dual_values_and_logits():
-    """The SIMD logs give each dual value and logit, edge cases included."""
+    """The vectorised logs give each dual value and logit, edge cases included."""
     rng = np.random.default_rng(5)
     n, m = 400, 2
     Y = np.where(rng.random((n, m)) < 0.5, 1.0, -1.0)
