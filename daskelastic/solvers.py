@@ -571,31 +571,38 @@ def _logistic_duals(y, c, a, da, D, U):
     """Dual values ``D`` and logits ``U`` of ``a + da`` (``da`` may be empty).
 
     ``D`` is ``dual_value(LOGISTIC, y, a + da, c)`` (``-inf`` outside the
-    domain); ``U`` is ``logit(β)``, ``β = (a + da)·y/c``, where
-    ``1e-12 < β < 1 − 1e-12`` and ``c > 0`` (where a step may start from it),
-    NaN elsewhere.  One pass, where NumPy's ``log`` and ``log1p`` over arrays
-    took several: with the round's dual change, 2.3 against 3.8 ms per round
-    on the flights table (327,346 rows; one process, the two taking turns).
+    domain, NaN where an input is NaN; a subnormal ``β``'s term, below
+    1e-305, is taken at the smallest normal ``β``); ``U`` is ``logit(β)``,
+    ``β = (a + da)·y/c``, where ``1e-12 < β < 1 − 1e-12`` and ``c > 0``
+    (where a step may start from it), NaN elsewhere.  One pass, where NumPy's
+    ``log`` and ``log1p`` over arrays took several: with the round's dual
+    change, 0.61× their time per round on the flights table (327,346 rows;
+    ``benchmarks/bench_logistic_logs.py``).
     """
     add = da.shape[0] > 0
     tol = 1e-12
     for e in range(y.shape[0]):
         ae = a[e] + da[e] if add else a[e]
         ce = c[e]
-        beta = ae * y[e] / (ce if ce > 0.0 else 1.0)   # (β unused where c ≤ 0)
+        beta = ae * y[e] / (1.0 if ce <= 0.0 else ce)   # (β unused where c ≤ 0)
         b = min(max(beta, 0.0), 1.0)   # (within tol of the domain: at its end)
         log_b = vlog(max(b, TINY))     # b·log b is 0 at b = 0 all the same
         log_1b = vlog1p(-b)
         entropy = -ce * (b * log_b + (1.0 - b) * log_1b)
         feasible = (ce > 0.0) & (beta >= -tol) & (beta <= 1.0 + tol)
         weightless = 0.0 if ae == 0.0 else -np.inf   # (dual_value's rule for c ≤ 0)
-        D[e] = entropy if feasible else (weightless if ce <= 0.0 else -np.inf)
+        D[e] = entropy if feasible else (
+            weightless if ce <= 0.0 else (-np.inf if beta == beta else np.nan))
         U[e] = log_b - log_1b if (ce > 0.0) & (beta > tol) & (beta < 1.0 - tol) else np.nan
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc"})
 def _sum_changes(da, D, Dn):
-    """``Σ Dn − D`` over the entries with ``da ≠ 0`` (in partial sums: vectorised)."""
+    """``Σ Dn − D`` over the entries with ``da ≠ 0``.
+
+    In partial sums, so that LLVM vectorises the loop: the last bits depend on
+    the vector width of the machine (1e-14 relative from the sum in order).
+    """
     total = 0.0
     for e in range(da.shape[0]):
         total += Dn[e] - D[e] if da[e] != 0.0 else 0.0

@@ -12,6 +12,7 @@ from daskelastic.losses import LOSSES, loss_code
 from daskelastic.solvers import (
     STOP_CHECK_EVERY,
     ChunkSolver,
+    _logistic_dual_change,
     _visit_order,
     logistic_gap_sums,
     logistic_start,
@@ -432,6 +433,52 @@ def test_logistic_start_matches_the_scalar_dual_values_and_logits():
                 assert U[i, k] == pytest.approx(np.log(b / (1.0 - b)), rel=1e-13, abs=1e-13)
             else:
                 assert np.isnan(U[i, k])
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_the_logistic_dual_change_gives_the_new_dual_values_and_logits(m):
+    """``α + Δα``'s dual values and logits, and the change over ``Δα ≠ 0``, edge cases included."""
+    rng = np.random.default_rng(6)
+    n = 300
+    Y = np.where(rng.random((n, m)) < 0.5, 1.0, -1.0)
+    sw = rng.uniform(0.5, 2.0, size=n)
+    sw[:3] = 0.0
+    beta = rng.uniform(0.0, 1.0, size=(n, m))
+    new = np.clip(beta + rng.normal(0.0, 0.05, size=(n, m)), 0.0, 1.0)
+    new[rng.random((n, m)) < 0.3] = np.nan     # unchanged entries: Δα = 0
+    edges = [0.0, 1.0, 1e-13, 1.0 - 1e-13, 1e-310, 5e-324, -1e-13, 1.0 + 1e-13, -0.5, 1.5,
+             0.39, 0.61, 0.5]
+    new[3:3 + len(edges), 0] = edges
+    alpha = beta * Y * sw[:, None]
+    new_alpha = np.where(np.isnan(new), alpha, new * Y * sw[:, None])
+    new_alpha[0, 0] = 0.2          # weight 0: -inf
+    dalpha = new_alpha - alpha
+    dual, _ = logistic_start(Y, sw, alpha)
+    dual = dual.copy()
+    change, (D, U) = _logistic_dual_change(Y, sw, alpha, dalpha, dual)
+    want_change = 0.0
+    for i in range(n):
+        for k in range(m):
+            a = alpha[i, k] + dalpha[i, k]
+            want = ref.dual_value("logistic", Y[i, k], a, sw[i])
+            if np.isfinite(want):
+                assert D[i, k] == pytest.approx(want, rel=1e-13, abs=1e-15)
+            else:
+                assert D[i, k] == want
+            b = a * Y[i, k] / sw[i] if sw[i] > 0 else -1.0
+            if 1e-12 < b < 1.0 - 1e-12:
+                assert U[i, k] == pytest.approx(np.log(b / (1.0 - b)), rel=1e-13, abs=1e-13)
+            else:
+                assert np.isnan(U[i, k])
+            if dalpha[i, k] != 0.0:
+                want_change += D[i, k] - dual[i, k]
+    assert change == want_change == -np.inf    # infeasible entries moved
+    # without them: the sum over the entries that moved, whatever its order
+    dalpha[~np.isfinite(D)] = 0.0
+    moved = dalpha != 0.0
+    change, _ = _logistic_dual_change(Y, sw, alpha, dalpha, dual)
+    assert np.isfinite(change)
+    assert change == pytest.approx(np.sum((D - dual)[moved]), rel=1e-12, abs=1e-14)
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
