@@ -508,6 +508,7 @@ class Workspace:
 
     def __init__(self):
         self._arrays = {}
+        self._weights = None
 
     def get(self, name, shape, dtype=np.float64):
         """An array ``name`` of ``shape`` and ``dtype`` (contents undefined)."""
@@ -517,9 +518,22 @@ class Workspace:
             a = self._arrays[name] = np.empty(shape, dtype)
         return a
 
+    def entry_weights(self, sw, m):
+        """``sw`` repeated for each of ``m`` targets (an ``n × m`` array, flattened).
+
+        Made once and kept while the same array ``sw`` comes back (a solver's
+        packed weights, which it never writes), not every round: with three
+        targets on the flights table it is a copy of ~1 million values.
+        """
+        kept = self._weights
+        if kept is None or kept[0] is not sw or kept[1] != m:
+            self._weights = kept = (sw, m, np.repeat(sw, m))
+        return kept[2]
+
     def clear(self):
         """Forget every array (the rows held changed)."""
         self._arrays.clear()
+        self._weights = None
 
 
 def _array(work, name, like):
@@ -552,12 +566,10 @@ def _logistic_dual_change(Y, sw, alpha, dalpha, dual, work=None):
 
 
 def _entry_weights(sw, m, work=None):
-    """The sample weights, one per entry of an ``n × m`` array (``sw`` itself for ``m = 1``)."""
+    """The sample weights, one per entry of an ``n × m`` array, flattened (``sw`` for ``m = 1``)."""
     if m == 1:
         return sw
-    c = _array(work, "entry_weights", np.empty((sw.shape[0], m)))
-    c[:] = sw[:, None]
-    return c.reshape(-1)
+    return np.repeat(sw, m) if work is None else work.entry_weights(sw, m)
 
 
 # The loops below run over the entries of ``n × m`` arrays flattened, as over

@@ -338,6 +338,38 @@ def test_dual_change_matches_numpy_twin(loss, m):
     assert result.dual_change == pytest.approx(twin, rel=1e-10, abs=1e-12)
 
 
+def test_the_kept_entry_weights_follow_the_packed_weights():
+    """A workspace's weights per entry are the packed weights', also after a repacking."""
+    from daskelastic.solvers import Workspace
+
+    work = Workspace()
+    sw = np.array([1.0, 2.0, 3.0])
+    c = work.entry_weights(sw, 2)
+    assert np.array_equal(c, [1.0, 1.0, 2.0, 2.0, 3.0, 3.0])
+    assert work.entry_weights(sw, 2) is c                    # kept
+    assert work.entry_weights(sw.copy(), 2) is not c         # another array: made anew
+    assert np.array_equal(work.entry_weights(sw, 3), np.repeat(sw, 3))
+    # a solver whose rows change: the logistic dual change with the new weights
+    rng = np.random.default_rng(4)
+    n, d, m = 60, 5, 3
+    X = rng.normal(size=(n, d))
+    Y = np.where(rng.random((n, m)) < 0.5, 1.0, -1.0)
+    sw = rng.uniform(0.5, 2.0, size=n)
+    solver = ChunkSolver(loss_code("logistic"), m, 1.0)
+    solver.add_chunk(0, X[:30], Y[:30], sw[:30])
+    w = np.zeros((d + 1, m))
+    first = solver.solve(w, round_id=0, inv_lam_n=0.5, sigma=1.0)
+    solver.commit(0)
+    solver.add_chunk(1, X[30:], Y[30:], 3.0 * sw[30:])      # repacked, other weights
+    result = solver.solve(w + first.dw, round_id=1, inv_lam_n=0.5, sigma=1.0)
+    _, Yp, swp, alpha = solver._packed
+    dalpha = solver.pending[1]
+    twin = sum(ref.dual_value("logistic", Yp[i, k], alpha[i, k] + dalpha[i, k], swp[i])
+               - ref.dual_value("logistic", Yp[i, k], alpha[i, k], swp[i])
+               for i in range(n) for k in range(m) if dalpha[i, k] != 0)
+    assert result.dual_change == pytest.approx(twin, rel=1e-10, abs=1e-12)
+
+
 def test_a_slowed_round_takes_its_factor_times_the_workers_usual_pace():
     """A straggler slowed 4× takes ≥ 4× its usual time, even when its own compute runs fast.
 
