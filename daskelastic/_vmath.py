@@ -9,15 +9,22 @@ the logistic solver's dual values and logits of a round on the flights table
 time (``benchmarks/bench_logistic_logs.py``; ``tests/test_vmath.py`` checks
 the two functions against ``long double``).
 
-:func:`log` is fdlibm's ``e_log.c`` (Sun Microsystems, 1993: "Permission to
-use, copy, modify, and distribute this software is freely granted, provided
-that this notice is preserved") without its special cases: ``x`` must be a
-positive normal number.  Its error is below 1 ulp (:func:`log1p`'s below
-1.5).  The exponent and
+:func:`log` is fdlibm's ``e_log.c`` without its special cases: ``x`` must be
+a positive normal number.  Its error is below 1 ulp (:func:`log1p`'s, with
+the correction of fdlibm's ``s_log1p.c``, below 1.5).  The exponent and
 mantissa are taken from the bits of ``x`` (:func:`bits_of`,
 :func:`float_of`), which LLVM turns into vector instructions.  With
 ``NUMBA_DISABLE_JIT=1`` the same code runs in Python (NumPy views for the
 bits).
+
+fdlibm's notice, for the algorithm and coefficients::
+
+    Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved.
+
+    Developed at SunSoft, a Sun Microsystems, Inc. business.
+    Permission to use, copy, modify, and distribute this
+    software is freely granted, provided that this notice
+    is preserved.
 """
 
 import numpy as np

@@ -626,9 +626,9 @@ def logistic_start(Y, sample_weight, alpha, work=None):
 
     The logistic loss's dual value and coordinate step need the logs of
     ``β = α·y/c`` and ``1 − β``.  Taken here over whole arrays in a loop that
-    LLVM vectorises (:func:`_logistic_duals`; the C library's scalar ``log``
-    in a kernel took some 6× as long, its ``log1p`` 15×), they are computed
-    once per round instead of inside the kernels.
+    LLVM vectorises (:func:`_logistic_duals`; scalar ``log`` calls in a
+    kernel took some 6× as long as NumPy's vectorised ones, ``log1p`` 15×),
+    they are computed once per round instead of inside the kernels.
 
     Parameters
     ----------
