@@ -63,27 +63,25 @@ if DISABLE_JIT:   # pragma: no cover - exercised by the nox "nojit" session
         """The float64 whose bits are the int64 ``i``."""
         return np.array(i, dtype=np.int64).view(np.float64)[()]
 else:
+    def _bitcast(to):
+        """An intrinsic's code: its argument's bits read as a ``to``."""
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(to))
+        return codegen
+
     @intrinsic
     def bits_of(typingctx, x):
         """The bits of the float64 ``x`` as an int64."""
-        if x != types.float64:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.int64))
-
-        return types.int64(types.float64), codegen
+        if x == types.float64:
+            return types.int64(types.float64), _bitcast(types.int64)
+        return None
 
     @intrinsic
     def float_of(typingctx, i):
         """The float64 whose bits are the int64 ``i``."""
-        if i != types.int64:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-        return types.float64(types.int64), codegen
+        if i == types.int64:
+            return types.float64(types.int64), _bitcast(types.float64)
+        return None
 
 
 @njit(cache=True, nogil=True, inline="always")
