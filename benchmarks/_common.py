@@ -392,6 +392,53 @@ def start_log(name):
     return log, env
 
 
+def add_turn_args(ap, rounds, warmup):
+    """``--targets``, ``--rounds`` and ``--warmup`` of a run whose variants take turns by round."""
+    ap.add_argument("--targets", type=int, default=1, help="one-vs-rest columns (1: the label)")
+    ap.add_argument("--rounds", type=int, default=rounds, help="timed rounds per variant")
+    ap.add_argument("--warmup", type=int, default=warmup, help="untimed rounds first")
+
+
+def start_turns(name, targets):
+    """``(name, log, env, prob)`` of a run of ``add_turn_args``: its log started, flights loaded.
+
+    Runs with several targets are named ``<name>_m<targets>``.
+    """
+    name = name + ("" if targets == 1 else f"_m{targets}")
+    log, env = start_log(name)
+    return name, log, env, Problem(C=1.0)
+
+
+def paired_bar_plot(path, title, labels, series, ylabel, line=None):
+    """Write a plot of two variants' bars side by side for each of ``labels``.
+
+    ``series`` maps each variant to its values; ``line``, if given, is
+    ``(y, label)`` of a dashed horizontal line.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    x = np.arange(len(labels))
+    for k, (variant, values) in enumerate(series.items()):
+        ax.bar(x + (k - 0.5) * 0.38, values, 0.38, label=variant)
+    if line is not None:
+        ax.axhline(line[0], color="grey", lw=0.8, ls="--", label=line[1])
+    ax.set_xticks(x, labels)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    save_figure(fig, path, title)
+
+
+def targets_of(prob, m):
+    """``prob``'s ±1 label as one column, or ``m`` one-vs-rest columns by row number mod ``m``."""
+    if m == 1:
+        return prob.Y
+    return np.where(np.arange(prob.n)[:, None] % m == np.arange(m), 1.0, -1.0)
+
+
 def add_checkout_args(ap, what, alternations):
     """``--base`` and ``--alternations`` of a side-by-side run, and the hidden ``--worker``."""
     import argparse

@@ -95,8 +95,7 @@ def run(prob, targets, rounds, warmup):
     import daskelastic.solvers as S
     from daskelastic.losses import loss_code
 
-    Y = prob.Y if targets == 1 else \
-        np.where(np.arange(prob.n)[:, None] % targets == np.arange(targets), 1.0, -1.0)
+    Y = cm.targets_of(prob, targets)
     change = {"vectorised": S._logistic_dual_change, "previous": previous_dual_change}
     kernel = S.sdca_chunk
     times = {v: {"solve": [], "kernel": [], "dual change": []} for v in change}
@@ -137,32 +136,18 @@ def run(prob, targets, rounds, warmup):
 
 
 def plot(results, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     parts = list(results["ms"]["vectorised"])
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    x = np.arange(len(parts))
-    for k, v in enumerate(["previous", "vectorised"]):
-        ax.bar(x + (k - 0.5) * 0.38, [results["ms"][v][p] for p in parts], 0.38, label=v)
-    ax.set_xticks(x, parts)
-    ax.set_ylabel("ms per round (median)")
-    ax.legend()
-    cm.save_figure(fig, path, title)
+    cm.paired_bar_plot(path, title, parts, {v: [results["ms"][v][p] for p in parts]
+                                            for v in ["previous", "vectorised"]},
+                       "ms per round (median)")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--targets", type=int, default=1, help="one-vs-rest columns (1: the label)")
-    ap.add_argument("--rounds", type=int, default=24, help="timed rounds per variant")
-    ap.add_argument("--warmup", type=int, default=4, help="untimed rounds first")
+    cm.add_turn_args(ap, rounds=24, warmup=4)
     args = ap.parse_args()
 
-    name = "bench_logistic_logs" + ("" if args.targets == 1 else f"_m{args.targets}")
-    log, env = cm.start_log(name)
-    prob = cm.Problem(C=1.0)
+    name, log, env, prob = cm.start_turns("bench_logistic_logs", args.targets)
     log(f"flights: {prob.n} × {prob.d}, nnz={prob.X.nnz}, C=1, {args.targets} target(s), "
         f"{args.rounds} rounds each after {args.warmup}, the two taking turns")
     times, state = run(prob, args.targets, args.rounds, args.warmup)

@@ -84,35 +84,19 @@ def run(prob, Y, rounds, warmup):
 
 
 def plot(results, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    x = np.arange(len(LOSSES))
-    for k, v in enumerate(VARIANTS):
-        ax.bar(x + (k - 0.5) * 0.38, [results["losses"][loss][v]["pass_ratio"] for loss in LOSSES],
-               0.38, label=v)
-    ax.axhline(2.5, color="grey", lw=0.8, ls="--", label="2.5× the pass")
-    ax.set_xticks(x, LOSSES)
-    ax.set_ylabel("round / (X@w + Xᵀr pass)")
-    ax.legend()
-    cm.save_figure(fig, path, title)
+    cm.paired_bar_plot(path, title, LOSSES,
+                       {v: [results["losses"][loss][v]["pass_ratio"] for loss in LOSSES]
+                        for v in VARIANTS},
+                       "round / (X@w + Xᵀr pass)", line=(2.5, "2.5× the pass"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--targets", type=int, default=1, help="one-vs-rest columns (1: the label)")
-    ap.add_argument("--rounds", type=int, default=16, help="timed rounds per variant")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
+    cm.add_turn_args(ap, rounds=16, warmup=3)
     args = ap.parse_args()
 
-    name = "bench_unit_values" + ("" if args.targets == 1 else f"_m{args.targets}")
-    log, env = cm.start_log(name)
-    prob = cm.Problem(C=1.0)
-    Y = prob.Y if args.targets == 1 else \
-        np.where(np.arange(prob.n)[:, None] % args.targets == np.arange(args.targets), 1.0, -1.0)
+    name, log, env, prob = cm.start_turns("bench_unit_values", args.targets)
+    Y = cm.targets_of(prob, args.targets)
     log(f"flights: {prob.n} × {prob.d}, nnz={prob.X.nnz}, C=1, {args.targets} target(s), "
         f"{args.rounds} rounds each after {args.warmup}, the variants taking turns")
     times, ws = run(prob, Y, args.rounds, args.warmup)
