@@ -57,16 +57,18 @@ def run(prob, Y, rounds, warmup):
     m = Y.shape[1]
     check = S.unit_values
     state, times = {}, {}
-    for loss in LOSSES:
-        for v in VARIANTS:
-            S.unit_values = check if v == "unit" else (lambda X: False)
-            solver = S.ChunkSolver(loss_code(loss), m, 0.0)
-            solver.add_chunk(0, prob.X, Y, prob.sw)
-            solver._pack()   # (packed here: unit_values is read at packing)
-            assert solver._unit == (v == "unit")
-            state[loss, v] = [solver, np.zeros((prob.d + 1, m))]
-            times[loss, v] = {"solve": [], "pass": []}
-    S.unit_values = check
+    try:
+        for loss in LOSSES:
+            for v in VARIANTS:
+                S.unit_values = check if v == "unit" else (lambda X: False)
+                solver = S.ChunkSolver(loss_code(loss), m, 0.0)
+                solver.add_chunk(0, prob.X, Y, prob.sw)
+                solver._pack()   # (packed here: unit_values is read at packing)
+                assert solver._unit == (v == "unit")
+                state[loss, v] = [solver, np.zeros((prob.d + 1, m))]
+                times[loss, v] = {"solve": [], "pass": []}
+    finally:
+        S.unit_values = check
     rng = np.random.default_rng(0)
     xw, xr = rng.standard_normal(prob.d), rng.standard_normal(prob.n)
     for r in range(warmup + rounds):

@@ -83,16 +83,19 @@ def _value_at(data, p):
 
 
 def unit_values(X):
-    """Whether ``X`` is sparse and each of its stored values is 1 (a one-hot or 0/1 table).
+    """Whether ``X`` is a CSR matrix each of whose stored values is 1 (a one-hot or 0/1 table).
 
     The SDCA kernels then leave the values unread (``sdca_chunk(...,
     unit_values=True)``) and stream the column indices alone: 2 bytes per
-    non-zero instead of 10 with :func:`narrow_indices`.  On the flights table
-    (7 non-zeros per row, all 1) one worker's epoch takes 0.86x the time for
-    the logistic loss, 0.79x for the hinge loss, with the same rounds bit for
-    bit (the two kernels taking turns in one process).
+    non-zero instead of 10 (``float64`` values, :func:`narrow_indices`).  On
+    the flights table (7 non-zeros per row, all 1) one worker's round takes
+    0.83x the time for the logistic loss, 0.76x for the hinge loss and 0.79x
+    for the squared hinge (0.84-0.93x with three targets), with the same
+    rounds bit for bit (``benchmarks/bench_unit_values.py``: the two kernels
+    taking turns in one process).  A stored 0 makes it False (only the fast
+    path is lost).
     """
-    return bool(sp.issparse(X) and np.all(X.data == 1))
+    return bool(sp.issparse(X) and X.format == "csr" and np.all(X.data == 1))
 
 
 #: The loss code the SDCA kernels are compiled for: set in each copy that
@@ -1084,7 +1087,10 @@ class ChunkSolver:
         chunk_id : int
             Id of the chunk, not held yet.
         X : ndarray or sparse matrix of shape (n_rows, d)
-            The chunk's rows.
+            The chunk's rows.  The solver may keep ``X``'s own arrays (a lone
+            chunk added with ``shuffled=True``) and reads facts off them
+            when it packs (whether all values are 1, the column indices in a
+            narrower type): do not change ``X`` while the chunk is held.
         Y : ndarray of shape (n_rows, m) or (n_rows,)
             Encoded targets.
         sample_weight : ndarray of shape (n_rows,)

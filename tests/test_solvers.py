@@ -326,32 +326,52 @@ def test_unit_values_finds_the_sparse_0_1_tables():
     assert not unit_values(X.toarray())   # the dense kernels read their rows anyway
     X.data[3] = 2.0
     assert not unit_values(X)
+    X.data[3] = 0.0   # a stored zero: the values are read (only the fast path lost)
+    assert not unit_values(X)
+    X.data[3] = np.nan
+    assert not unit_values(X)
+    X.data[3] = 1.0
+    assert unit_values(X.astype(np.int64)) and unit_values(X.astype(bool))
+    # other formats are not what the kernels read (a COO's duplicates add up)
+    assert not unit_values(X.tocoo()) and not unit_values(X.tocsc())
     assert unit_values(sp.csr_matrix((5, 3)))   # no values at all
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 @pytest.mark.parametrize("m", [1, 3])
-def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, monkeypatch):
+@pytest.mark.parametrize("table", ["two chunks", "wide float32, shuffled"])
+def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, table,
+                                                                      monkeypatch):
     """A solver holding 0/1 rows runs the kernels that leave the values unread.
 
     Every round and the gap sums come out bit for bit as with the values
-    read; a chunk with another value packed in turns it off, and dropping
-    that chunk turns it back on.
+    read: two chunks of float64 rows (``uint16`` column indices), or one
+    chunk of float32 rows added as shuffled (the solver keeps its arrays) with
+    columns past 65,536 (``int32`` indices).  A chunk with another value
+    packed in turns it off, and dropping that chunk turns it back on; moved
+    to another solver (``take_rows``, ``add_rows``) the rows keep it.
     """
     X, Y, sw = _problem(loss, n=80, d=6, m=m, sparse=True)
     X.data[:] = 1.0
+    if table != "two chunks":
+        X = sp.hstack([X, sp.csr_matrix((80, 1 << 16))], format="csr", dtype=np.float32)
+    d = X.shape[1]
     results = []
     for read in (False, True):
         if read:   # the same rows through the kernels that read the values
             monkeypatch.setattr("daskelastic.solvers.unit_values", lambda X: False)
         solver = ChunkSolver(loss_code(loss), m, 1.0)
-        solver.add_chunk(0, X[:50], Y[:50], sw[:50])
-        solver.add_chunk(1, X[50:], Y[50:], sw[50:])
-        w, runs = np.zeros((7, m)), []
+        if table == "two chunks":
+            solver.add_chunk(0, X[:50], Y[:50], sw[:50])
+            solver.add_chunk(1, X[50:], Y[50:], sw[50:])
+        else:
+            solver.add_chunk(0, X, Y, sw, shuffled=True)
+        w, runs = np.zeros((d + 1, m)), []
         for r in range(3):
             res = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0,
                                steps=None if r < 2 else 30)   # a partial round too
             assert solver._unit == (not read)
+            assert (solver._indices is None) == (table != "two chunks")
             solver.commit(r)
             w = w + res.dw
             runs.append((res.dw, res.loss_sum, res.dual_sum, res.alpha_z_sum, res.dual_change))
@@ -370,6 +390,11 @@ def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, m
     solver.remove_chunk(2)
     solver.solve(w, round_id=4, inv_lam_n=1.0, sigma=1.0)
     assert solver._unit
+    solver.discard(4)
+    receiver = ChunkSolver(loss_code(loss), m, 1.0)
+    receiver.add_rows(solver.take_rows(solver.chunk_ids))
+    receiver.solve(w, round_id=5, inv_lam_n=1.0, sigma=1.0)
+    assert receiver._unit
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
