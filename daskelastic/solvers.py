@@ -72,7 +72,9 @@ def value_at(data, p):
     (:func:`unit_values`) and then read no values at all: numba compiles them
     apart for that case, with the 1 a constant.
     """
-    return 1.0 if data is None else data[p]
+    # (a Python float: without JIT, NumPy would keep float32 values' products
+    # with Python floats in float32, where numba computes in float64)
+    return 1.0 if data is None else float(data[p])
 
 
 @overload(value_at)
