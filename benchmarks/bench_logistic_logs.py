@@ -71,9 +71,9 @@ def _previous_sum(da, D, Dn):
 
 def previous_dual_change(Y, sw, alpha, dalpha, dual, work=None):
     """``_logistic_dual_change`` as it was: six passes, the logs NumPy's."""
-    from daskelastic.solvers import _array, _entry_weights
+    from daskelastic.solvers import _array
 
-    c = _entry_weights(sw, Y.shape[1], work)
+    c = sw if Y.shape[1] == 1 else np.repeat(sw, Y.shape[1])   # (read, as then)
     y, a, da = Y.reshape(-1), alpha.reshape(-1), dalpha.reshape(-1)
     B = _array(work, "beta", alpha)
     _previous_beta(y, c, a, da, B.reshape(-1))

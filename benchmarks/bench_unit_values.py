@@ -1,4 +1,4 @@
-"""Kernels that leave a 0/1 table's values unread, against those that read them.
+"""Kernels that leave a 0/1 table's values (or weights of 1) unread, against those that read them.
 
 What it measures (327,346 × 4,198 flights CSR, every stored value 1, C = 1,
 no intercept, one worker in this process, σ′ = 1; losses logistic, hinge and
@@ -17,15 +17,25 @@ pass and the median of the per-round ratios unit / values.  The two solvers'
 ``w`` are compared after the last round: the kernels do the same arithmetic
 (1 is exact), so they must be equal bit for bit.
 
+With ``--weights`` the two solvers differ in the sample weights instead
+(flights has none: all 1), both leaving the values unread: one leaves the
+weights unread too, in its kernels and in the logistic loss's passes over
+whole arrays ("unit"), the other reads them ("weights": the check that
+finds them all 1, ``daskelastic.solvers._all_ones``, answers False for
+them).  The logistic gap's logs are then summed without the weights, so
+its sums differ in rounding, not its ``w``.
+
 Reproduce::
 
     python benchmarks/bench_unit_values.py                # ~1 minute on 2 cores
     python benchmarks/bench_unit_values.py --targets 3
+    python benchmarks/bench_unit_values.py --weights
 
-Outputs ``results/bench_unit_values[_m<targets>].{json,csv,txt,png}``.
+Outputs ``results/bench_unit_values[_weights][_m<targets>].{json,csv,txt,png}``.
 """
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -37,7 +47,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as cm  # noqa: E402
 
 LOSSES = ["logistic", "hinge", "squared_hinge"]
-VARIANTS = ["values", "unit"]
 
 
 def one_pass(X, w, r):
@@ -48,35 +57,53 @@ def one_pass(X, w, r):
     return time.perf_counter() - t0
 
 
-def run(prob, Y, rounds, warmup):
+@contextlib.contextmanager
+def reading(S, what, n_rows):
+    """Within it, the solvers read the values (``what="values"``) or the weights."""
+    name, check = ("unit_values", S.unit_values) if what == "values" else \
+        ("_all_ones", S._all_ones)
+    setattr(S, name, (lambda X: False) if what == "values" else
+            (lambda a: a.shape[0] != n_rows and check(a)))   # (the weights: n_rows long)
+    try:
+        yield
+    finally:
+        setattr(S, name, check)
+
+
+def run(prob, Y, rounds, warmup, what):
     """``{(loss, variant): {"solve": [...], "pass": [...]}}`` and the final ``w``."""
     import daskelastic.solvers as S
     from daskelastic.losses import loss_code
 
     assert S.unit_values(prob.X), "the flights table's values should all be 1"
+    assert S._all_ones(prob.sw), "flights has no sample weights"
     m = Y.shape[1]
-    check = S.unit_values
+    variants = [what, "unit"]
     state, times = {}, {}
-    try:
-        for loss in LOSSES:
-            for v in VARIANTS:
-                S.unit_values = check if v == "unit" else (lambda X: False)
+
+    def turn(v):   # the variant's checks: what it reads is decided at packing and
+        # (the logistic passes' weights) in its first round
+        return reading(S, what, prob.n) if v == what else contextlib.nullcontext()
+
+    for loss in LOSSES:
+        for v in variants:
+            with turn(v):
                 solver = S.ChunkSolver(loss_code(loss), m, 0.0)
                 solver.add_chunk(0, prob.X, Y, prob.sw)
-                solver._pack()   # (packed here: unit_values is read at packing)
-                assert solver._unit == (v == "unit")
-                state[loss, v] = [solver, np.zeros((prob.d + 1, m))]
-                times[loss, v] = {"solve": [], "pass": []}
-    finally:
-        S.unit_values = check
+                solver._pack()
+            assert (solver._unit, solver._unit_weights) == \
+                ((v != "values"), (v != "weights"))
+            state[loss, v] = [solver, np.zeros((prob.d + 1, m))]
+            times[loss, v] = {"solve": [], "pass": []}
     rng = np.random.default_rng(0)
     xw, xr = rng.standard_normal(prob.d), rng.standard_normal(prob.n)
     for r in range(warmup + rounds):
         for loss in LOSSES:
-            for v in (VARIANTS if r % 2 else VARIANTS[::-1]):
+            for v in (variants if r % 2 else variants[::-1]):
                 solver, w = state[loss, v]
                 p = one_pass(prob.X, xw, xr)
-                res = solver.solve(w, round_id=r, inv_lam_n=prob.C, sigma=1.0)
+                with turn(v):
+                    res = solver.solve(w, round_id=r, inv_lam_n=prob.C, sigma=1.0)
                 state[loss, v][1] = w + res.dw
                 solver.commit(r)
                 if r >= warmup:
@@ -88,51 +115,56 @@ def run(prob, Y, rounds, warmup):
 def plot(results, path, title):
     cm.paired_bar_plot(path, title, LOSSES,
                        {v: [results["losses"][loss][v]["pass_ratio"] for loss in LOSSES]
-                        for v in VARIANTS},
+                        for v in [results.get("reads", "values"), "unit"]},
                        "round / (X@w + Xᵀr pass)", line=(2.5, "2.5× the pass"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cm.add_turn_args(ap, rounds=16, warmup=3)
+    ap.add_argument("--weights", action="store_true",
+                    help="compare weights of 1 read and unread (values unread in both)")
     args = ap.parse_args()
 
-    name, log, env, prob = cm.start_turns("bench_unit_values", args.targets)
+    what = "weights" if args.weights else "values"
+    name, log, env, prob = cm.start_turns(
+        "bench_unit_values" + ("_weights" if args.weights else ""), args.targets)
     Y = cm.targets_of(prob, args.targets)
     log(f"flights: {prob.n} × {prob.d}, nnz={prob.X.nnz}, C=1, {args.targets} target(s), "
-        f"{args.rounds} rounds each after {args.warmup}, the variants taking turns")
-    times, ws = run(prob, Y, args.rounds, args.warmup)
+        f"{args.rounds} rounds each after {args.warmup}, the variants taking turns; "
+        f"'{what}': the {what} read, 'unit': left unread")
+    times, ws = run(prob, Y, args.rounds, args.warmup, what)
 
     rows, csv_rows, per_loss = [], [], {}
     for loss in LOSSES:
         out = {}
-        for v in VARIANTS:
+        for v in (what, "unit"):
             t = times[loss, v]
             out[v] = {"ms": 1e3 * statistics.median(t["solve"]),
                       "pass_ms": 1e3 * statistics.median(t["pass"]),
                       "pass_ratio": statistics.median(a / b for a, b in zip(t["solve"],
                                                                             t["pass"]))}
-        out["ratio"] = statistics.median(b / a for a, b in zip(times[loss, "values"]["solve"],
+        out["ratio"] = statistics.median(b / a for a, b in zip(times[loss, what]["solve"],
                                                                times[loss, "unit"]["solve"]))
-        out["same_w"] = bool(np.array_equal(ws[loss, "values"], ws[loss, "unit"]))
+        out["same_w"] = bool(np.array_equal(ws[loss, what], ws[loss, "unit"]))
         per_loss[loss] = out
-        rows.append([loss, f"{out['values']['ms']:.2f}", f"{out['values']['pass_ratio']:.2f}×",
+        rows.append([loss, f"{out[what]['ms']:.2f}", f"{out[what]['pass_ratio']:.2f}×",
                      f"{out['unit']['ms']:.2f}", f"{out['unit']['pass_ratio']:.2f}×",
                      f"{out['ratio']:.3f}", "yes" if out["same_w"] else "NO"])
-        csv_rows.append({"loss": loss, "values_ms": out["values"]["ms"],
-                         "values_pass_ratio": out["values"]["pass_ratio"],
+        csv_rows.append({"loss": loss, f"{what}_ms": out[what]["ms"],
+                         f"{what}_pass_ratio": out[what]["pass_ratio"],
                          "unit_ms": out["unit"]["ms"], "unit_pass_ratio": out["unit"]["pass_ratio"],
-                         "unit_over_values": out["ratio"], "same_w": out["same_w"]})
+                         f"unit_over_{what}": out["ratio"], "same_w": out["same_w"]})
     log("")
-    log(cm.table(rows, ["loss", "values ms", "× pass", "unit ms", "× pass",
-                        "unit / values (per-round median)", "same w"]))
+    log(cm.table(rows, ["loss", f"{what} ms", "× pass", "unit ms", "× pass",
+                        f"unit / {what} (per-round median)", "same w"]))
     passes = [p for t in times.values() for p in t["pass"]]
     log(f"\nX@w + Xᵀr pass: median {1e3 * statistics.median(passes):.2f} ms")
     results = {"env": env, "targets": args.targets, "rounds": args.rounds,
-               "warmup": args.warmup, "losses": per_loss,
+               "warmup": args.warmup, "reads": what, "losses": per_loss,
                "seconds": {f"{loss}/{v}": t for (loss, v), t in times.items()}}
     cm.write_results(name, results, csv_rows, log, plot,
-                     f"0/1 table: kernels without the values ({args.targets} target(s))")
+                     f"kernels without the {what} ({args.targets} target(s))")
 
 
 if __name__ == "__main__":

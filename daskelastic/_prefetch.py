@@ -116,8 +116,10 @@ def run_ahead(order, s, n_steps):
 def prefetch_1d(arr, start, stop):
     """Prefetch the lines of ``arr[start:stop]`` (a 1-d array, possibly strided).
 
-    At most ``MAX_ELEMENTS`` elements from ``start``.
+    At most ``MAX_ELEMENTS`` elements from ``start``; nothing for ``arr=None``.
     """
+    if arr is None:
+        return
     stop = min(stop, start + MAX_ELEMENTS)
     if stop <= start:
         return

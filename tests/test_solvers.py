@@ -401,6 +401,74 @@ def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, t
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("m", [1, 3])
+def test_kernels_that_leave_weights_of_1_unread_make_the_same_steps(loss, layout, m):
+    """``sdca_chunk(..., unit_weights=True)`` with weights all 1: the same work, bit for bit."""
+    X, Y, _ = _problem(loss, n=60, m=m, sparse=layout == "csr")
+    n, d = X.shape
+    sw = np.ones(n)
+    rng = np.random.default_rng(4)
+    alpha, _, _ = ref.sdca_steps(loss, X, Y, sw, np.zeros((n, m)), np.zeros((d + 1, m)),
+                                 lam_n=3.0, sigma=1.0, icpt=1.0, order=rng.permutation(n))
+    w = (np.hstack([X.toarray() if sp.issparse(X) else X, np.ones((n, 1))]).T @ alpha) / 3.0
+    order = _visit_order(rng, n, n + n // 2, bucket=16)
+    runs = []
+    for unit in (False, True):
+        dalpha, dw, sums = np.zeros_like(alpha), np.zeros_like(w), np.zeros(4)
+        margins = logits = None
+        if loss == "logistic":
+            margins, logits = np.full_like(alpha, np.nan), logistic_start(Y, sw, alpha)[1]
+        done = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=loss_code(loss),
+                          inv_lam_n=1 / 3.0, sigma=2.0, intercept_scaling=1.0, order=order,
+                          stop=np.zeros(1, np.int64), sums=sums, margins=margins,
+                          logits=logits, unit_weights=unit)
+        runs.append((done, dalpha, dw, sums, margins))
+    (done, *arrays), (done_unit, *arrays_unit) = runs
+    assert done == done_unit == order.shape[0]
+    for a, b in zip(arrays, arrays_unit):
+        assert (a is None and b is None) or np.array_equal(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("m", [1, 3])
+def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, monkeypatch):
+    """Packed weights that are all 1 are not read, by the kernels and the logistic passes.
+
+    The rounds come out as with the weights read: the same ``Δw`` bit for bit
+    and the same sums (the logistic loss's within rounding: its gap logs are
+    then summed without weights).  Weights of another value packed in turn
+    it off.
+    """
+    X, Y, _ = _problem(loss, n=80, m=m, sparse=True)
+    sw = np.ones(80)
+    results = []
+    for read in (False, True):
+        if read:   # every array read, as if some weight were not 1
+            monkeypatch.setattr("daskelastic.solvers._all_ones", lambda a: False)
+        solver = ChunkSolver(loss_code(loss), m, 1.0)
+        solver.add_chunk(0, X[:50], Y[:50], sw[:50])
+        solver.add_chunk(1, X[50:], Y[50:], sw[50:])
+        w, runs = np.zeros((7, m)), []
+        for r in range(3):
+            res = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0,
+                               steps=None if r < 2 else 30)   # a partial round too
+            assert solver._unit_weights == (not read)
+            solver.commit(r)
+            w = w + res.dw
+            runs.append((res.dw, [res.loss_sum, res.dual_sum, res.alpha_z_sum,
+                                  res.dual_change]))
+        results.append(runs)
+    for (dw_a, sums_a), (dw_b, sums_b) in zip(*results):
+        assert np.array_equal(dw_a, dw_b)
+        np.testing.assert_allclose(sums_a, sums_b, rtol=1e-13, atol=1e-13)
+    monkeypatch.undo()
+    solver.add_chunk(2, X[:10], Y[:10], np.full(10, 2.0))
+    solver.solve(w, round_id=3, inv_lam_n=1.0, sigma=1.0)
+    assert not solver._unit_weights
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
 @pytest.mark.parametrize("m", [1, 3])
 def test_dual_change_matches_numpy_twin(loss, m):
     rng = np.random.default_rng(3)
