@@ -615,10 +615,9 @@ def _entry_weights(sw, m, work=None):
     """The sample weights, one per entry of an ``n × m`` array, flattened (``sw`` for ``m = 1``).
 
     ``None`` when they are all 1: the logistic passes then leave them unread
-    (:func:`value_at`); on the flights table a round's dual change took 0.77×
-    the time and its gap logs 0.89× (1.52 against 1.98 ms, 1.38 against 1.55,
-    one process, taking turns).  ``work``'s, kept from round to round, when
-    given.
+    (:func:`value_at`), as the kernels do (``benchmarks/bench_unit_values.py
+    --weights``: 0.93× the logistic round on flights, with the kernels' share).
+    ``work``'s, kept from round to round, when given.
     """
     if work is not None:
         return work.entry_weights(sw, m)
@@ -637,6 +636,7 @@ def _entry_weights(sw, m, work=None):
 def _logistic_duals(y, c, a, da, D, U):
     """Dual values ``D`` and logits ``U`` of ``a + da`` (``da`` may be empty).
 
+    ``c`` holds the weights, or is None when they are all 1 (left unread).
     ``D`` is ``dual_value(LOGISTIC, y, a + da, c)`` (``-inf`` outside the
     domain, NaN where an input is NaN; a subnormal ``β``'s term, below
     1e-305, is taken at the smallest normal ``β``); ``U`` is ``logit(β)``,
@@ -786,7 +786,8 @@ def sdca_chunk(X, Y, sample_weight, alpha, dalpha, w, dw, *, loss, inv_lam_n,
     narrower type: :func:`narrow_indices`), and with ``unit_values`` its
     values are taken to be 1 and not read (the caller has checked that they
     are: :func:`unit_values`); with ``unit_weights`` the sample weights are
-    taken to be 1 and not read (they are).
+    taken to be 1 and not read (the caller has checked that they are:
+    ``_all_ones``).
     """
     if margins is None or logits is None:
         if loss == LOGISTIC:

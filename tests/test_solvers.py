@@ -401,11 +401,17 @@ def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, t
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
-@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("layout", ["dense", "csr", "csr-unit"])
 @pytest.mark.parametrize("m", [1, 3])
 def test_kernels_that_leave_weights_of_1_unread_make_the_same_steps(loss, layout, m):
-    """``sdca_chunk(..., unit_weights=True)`` with weights all 1: the same work, bit for bit."""
-    X, Y, _ = _problem(loss, n=60, m=m, sparse=layout == "csr")
+    """``sdca_chunk(..., unit_weights=True)`` with weights all 1: the same work, bit for bit.
+
+    Also with a 0/1 table's values left unread in both (``csr-unit``: the
+    one-hot tables without weights, flights' case).
+    """
+    X, Y, _ = _problem(loss, n=60, m=m, sparse=layout != "dense")
+    if layout == "csr-unit":
+        X.data[:] = 1.0
     n, d = X.shape
     sw = np.ones(n)
     rng = np.random.default_rng(4)
@@ -422,7 +428,8 @@ def test_kernels_that_leave_weights_of_1_unread_make_the_same_steps(loss, layout
         done = sdca_chunk(X, Y, sw, alpha, dalpha, w, dw, loss=loss_code(loss),
                           inv_lam_n=1 / 3.0, sigma=2.0, intercept_scaling=1.0, order=order,
                           stop=np.zeros(1, np.int64), sums=sums, margins=margins,
-                          logits=logits, unit_weights=unit)
+                          logits=logits, unit_weights=unit, unit_values=layout == "csr-unit",
+                          indices=narrow_indices(X) if layout == "csr-unit" else None)
         runs.append((done, dalpha, dw, sums, margins))
     (done, *arrays), (done_unit, *arrays_unit) = runs
     assert done == done_unit == order.shape[0]
@@ -432,15 +439,18 @@ def test_kernels_that_leave_weights_of_1_unread_make_the_same_steps(loss, layout
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 @pytest.mark.parametrize("m", [1, 3])
-def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, monkeypatch):
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, sparse, monkeypatch):
     """Packed weights that are all 1 are not read, by the kernels and the logistic passes.
 
     The rounds come out as with the weights read: the same ``Δw`` bit for bit
     and the same sums (the logistic loss's within rounding: its gap logs are
-    then summed without weights).  Weights of another value packed in turn
-    it off.
+    then summed without weights).  (``_all_ones`` answering False also turns
+    off ``unit_values``: no matter here, the values are not 0/1.)  Weights of
+    another value packed in turn it off, and the next round's dual change is
+    the twin's with those weights.
     """
-    X, Y, _ = _problem(loss, n=80, m=m, sparse=True)
+    X, Y, _ = _problem(loss, n=80, m=m, sparse=sparse)
     sw = np.ones(80)
     results = []
     for read in (False, True):
@@ -464,8 +474,24 @@ def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, monkeypatch):
         np.testing.assert_allclose(sums_a, sums_b, rtol=1e-13, atol=1e-13)
     monkeypatch.undo()
     solver.add_chunk(2, X[:10], Y[:10], np.full(10, 2.0))
-    solver.solve(w, round_id=3, inv_lam_n=1.0, sigma=1.0)
+    result = solver.solve(w, round_id=3, inv_lam_n=1.0, sigma=1.0)
     assert not solver._unit_weights
+    _, Yp, swp, alpha = solver._packed
+    dalpha = solver.pending[1]
+    twin = sum(ref.dual_value(loss, Yp[i, k], alpha[i, k] + dalpha[i, k], swp[i])
+               - ref.dual_value(loss, Yp[i, k], alpha[i, k], swp[i])
+               for i in range(90) for k in range(m) if dalpha[i, k] != 0)
+    assert result.dual_change == pytest.approx(twin, rel=1e-10, abs=1e-12)
+
+
+def test_all_ones_is_exact():
+    from daskelastic.solvers import _all_ones
+
+    assert _all_ones(np.ones(4)) and _all_ones(np.ones(4, np.float32))
+    assert _all_ones(np.ones(3, np.int64)) and _all_ones(np.ones(3, bool))
+    for other in (0.0, -1.0, np.nan, 1.0 + 2e-16, np.inf):
+        assert not _all_ones(np.array([1.0, other, 1.0]))
+    assert not _all_ones(np.ones(4, np.float32) + np.float32(1e-7))
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
@@ -504,6 +530,8 @@ def test_the_kept_entry_weights_follow_the_packed_weights():
     assert work.entry_weights(sw, 2) is c                    # kept
     assert work.entry_weights(sw.copy(), 2) is not c         # another array: made anew
     assert np.array_equal(work.entry_weights(sw, 3), np.repeat(sw, 3))
+    ones = np.ones(3)
+    assert work.entry_weights(ones, 2) is None and work.entry_weights(ones, 1) is None
     # a solver whose rows change: the logistic dual change with the new weights
     rng = np.random.default_rng(4)
     n, d, m = 60, 5, 3
