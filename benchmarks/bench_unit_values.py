@@ -81,8 +81,8 @@ def run(prob, Y, rounds, warmup, what):
     variants = [what, "unit"]
     state, times = {}, {}
 
-    def turn(v):   # the variant's checks: what it reads is decided at packing and
-        # (the logistic passes' weights) in its first round
+    def turn(v):   # the variant's checks: what it reads is decided at packing (the
+        # values) and by the weights' first check, which its workspace keeps
         return reading(S, what, prob.n) if v == what else contextlib.nullcontext()
 
     for loss in LOSSES:
@@ -91,8 +91,8 @@ def run(prob, Y, rounds, warmup, what):
                 solver = S.ChunkSolver(loss_code(loss), m, 0.0)
                 solver.add_chunk(0, prob.X, Y, prob.sw)
                 solver._pack()
-            assert (solver._unit, solver._unit_weights) == \
-                ((v != "values"), (v != "weights"))
+                assert (solver._unit, solver._unit_weights) == \
+                    ((v != "values"), (v != "weights"))
             state[loss, v] = [solver, np.zeros((prob.d + 1, m))]
             times[loss, v] = {"solve": [], "pass": []}
     rng = np.random.default_rng(0)

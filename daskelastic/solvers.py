@@ -555,6 +555,7 @@ class Workspace:
     def __init__(self):
         self._arrays = {}
         self._weights = None
+        self._ones = None   # (sw, whether sw is all 1)
 
     def get(self, name, shape, dtype=np.float64):
         """An array ``name`` of ``shape`` and ``dtype`` (contents undefined)."""
@@ -573,13 +574,25 @@ class Workspace:
         """
         kept = self._weights
         if kept is None or kept[0] is not sw or kept[1] != m:
-            self._weights = kept = (sw, m, _entry_weights(sw, m))
+            c = None if self.unit_weights(sw) else sw if m == 1 else np.repeat(sw, m)
+            self._weights = kept = (sw, m, c)
         return kept[2]
+
+    def unit_weights(self, sw):
+        """Whether the weights ``sw`` are all 1: checked once, kept while ``sw`` comes back.
+
+        The one answer for the kernels (``sdca_chunk``'s ``unit_weights``)
+        and the logistic passes (:func:`_entry_weights`).
+        """
+        kept = self._ones
+        if kept is None or kept[0] is not sw:
+            self._ones = kept = (sw, _all_ones(sw))
+        return kept[1]
 
     def clear(self):
         """Forget every array (the rows held changed)."""
         self._arrays.clear()
-        self._weights = None
+        self._weights = self._ones = None
 
 
 def _array(work, name, like):
@@ -621,9 +634,7 @@ def _entry_weights(sw, m, work=None):
     """
     if work is not None:
         return work.entry_weights(sw, m)
-    if _all_ones(sw):
-        return None
-    return sw if m == 1 else np.repeat(sw, m)
+    return None if _all_ones(sw) else sw if m == 1 else np.repeat(sw, m)
 
 
 # The loops below run over the entries of ``n × m`` arrays flattened, as over
@@ -732,8 +743,7 @@ def logistic_gap_sums(sample_weight, T, D, sums, work=None):
     L = _array(work, "softplus", T)
     np.exp(T, out=L)
     np.log1p(L, out=L)
-    unit = _all_ones(sample_weight) if work is None else \
-        _entry_weights(sample_weight, T.shape[1], work) is None
+    unit = work.unit_weights(sample_weight) if work is not None else _all_ones(sample_weight)
     if unit:   # weights all 1: left unread
         sums[0] += float(np.sum(L))
     else:
@@ -1094,7 +1104,6 @@ class ChunkSolver:
         self._packed = None   # (X, Y, sw, alpha)
         self._indices = None  # narrow_indices of the packed X
         self._unit = False    # unit_values of the packed X
-        self._unit_weights = False   # whether the packed weights are all 1
         self._work = Workspace()   # per-round arrays, sized to the packed rows
         # The logistic dual values and logits of α + Δα of the pending round;
         # once committed with a step of 1, those of the committed α, keyed by
@@ -1352,6 +1361,12 @@ class ChunkSolver:
         """
         return {cid: self.get_chunk(cid)[3].copy() for cid in self.chunk_ids}
 
+    @property
+    def _unit_weights(self):
+        """Whether the packed weights are all 1: then unread (:meth:`Workspace.unit_weights`)."""
+        sw = self._packed[2] if self._packed is not None else None
+        return sw is not None and sw.size > 0 and self._work.unit_weights(sw)
+
     def _held(self):
         return {*self._rows, *self._unpacked, *self._block_chunk_ids()}
 
@@ -1400,7 +1415,7 @@ class ChunkSolver:
         if not ids:
             self._packed, self._rows, self._unpacked, self._blocks = \
                 _empty_packing(self.n_targets), {}, {}, []
-            self._indices, self._unit, self._unit_weights = None, False, False
+            self._indices, self._unit = None, False
             return
         # the sources, stacked: the packed matrix, the blocks, then the chunks
         # added one by one; ``index`` lists, chunk by chunk in id order, the
@@ -1452,7 +1467,6 @@ class ChunkSolver:
                             np.ascontiguousarray(alpha[take]))
         self._indices = narrow_indices(self._packed[0])
         self._unit = unit_values(self._packed[0])
-        self._unit_weights = _all_ones(self._packed[2])
         self._rows = {}
         start = 0
         for c, size in zip(ids, sizes):

@@ -286,6 +286,23 @@ def test_gap_sums_cover_unvisited_rows():
                                solver.gap_sums(w), rtol=1e-12)
 
 
+def _three_rounds(solver, w, check=lambda: None):
+    """Two whole rounds and a partial one (30 steps), each committed: ``(w, runs)``.
+
+    ``runs`` holds each round's ``(Δw, loss sum, dual sum, α·z sum, dual
+    change)``; ``check`` is called after each round's solve.
+    """
+    runs = []
+    for r in range(3):
+        res = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0,
+                           steps=None if r < 2 else 30)
+        check()
+        solver.commit(r)
+        w = w + res.dw
+        runs.append((res.dw, res.loss_sum, res.dual_sum, res.alpha_z_sum, res.dual_change))
+    return w, runs
+
+
 @pytest.mark.parametrize("loss", ["logistic", "hinge"])
 def test_narrow_and_wide_column_indices_give_the_same_rounds(loss):
     """Up to 65,536 columns the solver reads uint16 column indices, beyond them int32.
@@ -304,14 +321,8 @@ def test_narrow_and_wide_column_indices_give_the_same_rounds(loss):
         solver.add_chunk(0, matrix[:50], Y[:50], sw[:50])
         solver.add_chunk(1, matrix[50:], Y[50:], sw[50:])
         d = matrix.shape[1]
-        w, runs = np.zeros((d + 1, 1)), []
-        for r in range(3):
-            res = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0,
-                               steps=None if r < 2 else 30)   # a partial round too
-            solver.commit(r)
-            w = w + res.dw
-            runs.append((res.dw[list(range(6)) + [d]], res.loss_sum, res.dual_sum,
-                         res.alpha_z_sum, res.dual_change))
+        w, runs = _three_rounds(solver, np.zeros((d + 1, 1)))
+        runs = [(dw[list(range(6)) + [d]], *sums) for dw, *sums in runs]
         assert not np.any(w[6:d])
         runs.append(solver.gap_sums(w))
         results.append(runs)
@@ -369,15 +380,11 @@ def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, t
             solver.add_chunk(1, X[50:], Y[50:], sw[50:])
         else:
             solver.add_chunk(0, X, Y, sw, shuffled=True)
-        w, runs = np.zeros((d + 1, m)), []
-        for r in range(3):
-            res = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0,
-                               steps=None if r < 2 else 30)   # a partial round too
+        def check(solver=solver, read=read):
             assert solver._unit == (not read)
             assert (solver._indices is None) == (table != "two chunks")
-            solver.commit(r)
-            w = w + res.dw
-            runs.append((res.dw, res.loss_sum, res.dual_sum, res.alpha_z_sum, res.dual_change))
+
+        w, runs = _three_rounds(solver, np.zeros((d + 1, m)), check)
         runs.append(solver.gap_sums(w))
         results.append(runs)
     for a, b in zip(*results):
@@ -459,16 +466,11 @@ def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, sparse, monkeypa
         solver = ChunkSolver(loss_code(loss), m, 1.0)
         solver.add_chunk(0, X[:50], Y[:50], sw[:50])
         solver.add_chunk(1, X[50:], Y[50:], sw[50:])
-        w, runs = np.zeros((7, m)), []
-        for r in range(3):
-            res = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0,
-                               steps=None if r < 2 else 30)   # a partial round too
+        def check(solver=solver, read=read):
             assert solver._unit_weights == (not read)
-            solver.commit(r)
-            w = w + res.dw
-            runs.append((res.dw, [res.loss_sum, res.dual_sum, res.alpha_z_sum,
-                                  res.dual_change]))
-        results.append(runs)
+
+        w, runs = _three_rounds(solver, np.zeros((7, m)), check)
+        results.append([(dw, list(sums)) for dw, *sums in runs])
     for (dw_a, sums_a), (dw_b, sums_b) in zip(*results):
         assert np.array_equal(dw_a, dw_b)
         np.testing.assert_allclose(sums_a, sums_b, rtol=1e-13, atol=1e-13)
