@@ -2,14 +2,18 @@
 
 Three pieces, all talking to the scheduler only:
 
-- :class:`ElasticSchedulerPlugin`, installed on the scheduler by every
-  elastic fit (and by :class:`ElasticAdaptive`): it holds, per running fit,
-  which worker holds which chunks, the number of workers the fit wants and
-  the workers it has let go; it answers the scheduler handlers
-  ``daskelastic_fit_update``, ``daskelastic_fit_end`` and
-  ``daskelastic_state``; and its ``valid_workers_downscaling`` hook vetoes
-  retiring a worker that still holds chunks of a running fit (a fit first
-  evacuates a worker's chunks, with their dual state, then lets it go).
+- :class:`ElasticSchedulerPlugin`, installed on the scheduler while fits
+  on Dask run (and while an :class:`ElasticAdaptive` is attached): it
+  holds, per running fit, which worker holds which chunks, the number of
+  workers the fit wants and the workers it has let go; it answers the
+  scheduler handler ``daskelastic_state``; and its
+  ``valid_workers_downscaling`` hook vetoes retiring a worker that still
+  holds chunks of a running fit (a fit first evacuates a worker's chunks,
+  with their dual state, then lets it go).  The fits publish to it with
+  ``Client.run_on_scheduler`` (:func:`publish_fit`, :func:`end_fit`),
+  which installs it when missing and removes it after the last fit when no
+  Adaptive is attached, in one step on the scheduler's event loop (so fits
+  running at once never find it half there): a fit leaves no plugin behind.
 - :class:`ElasticAdaptive`, a ``distributed.deploy.Adaptive`` for
   ``cluster.adapt(Adaptive=ElasticAdaptive, ...)``: while fits run, its
   :meth:`~ElasticAdaptive.target` is the number of workers they want and its
@@ -61,12 +65,22 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         self.scheduler = None
 
     async def start(self, scheduler):
+        self.attach(scheduler)
+
+    def attach(self, scheduler):
+        """Serve the ``daskelastic_state`` handler of ``scheduler``."""
         self.scheduler = scheduler
-        scheduler.handlers.update({
-            "daskelastic_fit_update": self._fit_update,
-            "daskelastic_fit_end": self._fit_end,
-            "daskelastic_state": self._state,
-        })
+        scheduler.handlers["daskelastic_state"] = self._state
+
+    def detach(self):
+        """Stop serving the handler (the plugin is being removed)."""
+        if self.scheduler is not None:
+            self.scheduler.handlers.pop("daskelastic_state", None)
+
+    def adaptive_attached(self):
+        """Whether an :class:`ElasticAdaptive` asked for the state recently."""
+        return (self.adaptive_seen is not None
+                and time.monotonic() - self.adaptive_seen < _ADAPTIVE_FRESH)
 
     def _fit_update(self, fit_id=None, placement=None, target=None, released=None):
         """Record (or replace) what fit ``fit_id`` holds and wants."""
@@ -99,9 +113,8 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         for fit_id, fit in self.fits.items():
             fits[fit_id] = dict(fit, released_names=[
                 workers[a].name for a in fit["released"] if a in workers])
-        fresh = (self.adaptive_seen is not None
-                 and time.monotonic() - self.adaptive_seen < _ADAPTIVE_FRESH)
-        return {"fits": fits, "adaptive": fresh, "holders": sorted(self.holders())}
+        return {"fits": fits, "adaptive": self.adaptive_attached(),
+                "holders": sorted(self.holders())}
 
     def valid_workers_downscaling(self, scheduler, workers):
         """Of the candidate ``workers``, those holding no chunks of a running fit.
@@ -122,8 +135,41 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         return [ws for ws in workers if ws.address not in holders]
 
 
+def _plugin_on(scheduler, install):
+    """The scheduler's :class:`ElasticSchedulerPlugin`; installed first with ``install``."""
+    plugin = scheduler.plugins.get(PLUGIN_NAME)
+    if plugin is None and install:
+        plugin = ElasticSchedulerPlugin()
+        plugin.attach(scheduler)
+        scheduler.add_plugin(plugin, name=PLUGIN_NAME)
+    return plugin
+
+
+def _publish_on_scheduler(fit_id, placement, target, released, dask_scheduler=None):
+    _plugin_on(dask_scheduler, True)._fit_update(fit_id, placement, target, released)
+
+
+def _end_on_scheduler(fit_id, dask_scheduler=None):
+    plugin = _plugin_on(dask_scheduler, False)
+    if plugin is None:
+        return
+    plugin._fit_end(fit_id)
+    if not plugin.fits and not plugin.adaptive_attached():
+        plugin.detach()
+        dask_scheduler.remove_plugin(name=PLUGIN_NAME)
+
+
+def _state_on_scheduler(dask_scheduler=None):
+    plugin = _plugin_on(dask_scheduler, False)
+    if plugin is None:
+        return {"fits": {}, "adaptive": False, "holders": []}
+    return plugin._state()
+
+
 def install_plugin(client):
     """Install the :class:`ElasticSchedulerPlugin` on ``client``'s scheduler (once).
+
+    Fits install it themselves while they run (:func:`publish_fit`).
 
     Examples
     --------
@@ -133,25 +179,34 @@ def install_plugin(client):
         install_plugin(client)
         elastic_state(client)   # {"fits": {}, "adaptive": False, "holders": []}
     """
-    client.sync(client.scheduler.register_scheduler_plugin,
-                plugin=dumps(ElasticSchedulerPlugin()), name=PLUGIN_NAME, idempotent=True)
+    client.run_on_scheduler(_plugin_on, install=True)
 
 
 def publish_fit(client, fit_id, placement, target, released=()):
-    """Tell the scheduler what fit ``fit_id`` holds, wants and let go."""
-    client.sync(client.scheduler.daskelastic_fit_update, fit_id=fit_id,
-                placement={w: list(c) for w, c in placement.items()},
-                target=int(target), released=list(released))
+    """Tell the scheduler what fit ``fit_id`` holds, wants and let go.
+
+    Installs the :class:`ElasticSchedulerPlugin` when the scheduler has none.
+    """
+    client.run_on_scheduler(_publish_on_scheduler, fit_id,
+                            {w: list(c) for w, c in placement.items()}, int(target),
+                            list(released))
 
 
 def end_fit(client, fit_id):
-    """Tell the scheduler fit ``fit_id`` ended."""
-    client.sync(client.scheduler.daskelastic_fit_end, fit_id=fit_id)
+    """Tell the scheduler fit ``fit_id`` ended.
+
+    The plugin is removed once it holds no fit, unless an
+    :class:`ElasticAdaptive` is attached.
+    """
+    client.run_on_scheduler(_end_on_scheduler, fit_id)
 
 
 def elastic_state(client):
-    """The plugin's view: ``{"fits": ..., "adaptive": bool, "holders": [...]}``."""
-    return client.sync(client.scheduler.daskelastic_state)
+    """The plugin's view: ``{"fits": ..., "adaptive": bool, "holders": [...]}``.
+
+    The same, with no fit, when the scheduler has no plugin.
+    """
+    return client.run_on_scheduler(_state_on_scheduler)
 
 
 def _actor_holders(workers, keys, dask_scheduler=None):
@@ -253,10 +308,14 @@ class ElasticAdaptive(Adaptive):
                          target_duration=target_duration, worker_key=worker_key, **kwargs)
 
     async def _elastic_state(self):
-        if not self._plugin_ready:
-            await self.scheduler.register_scheduler_plugin(
-                plugin=dumps(ElasticSchedulerPlugin()), name=PLUGIN_NAME, idempotent=True)
-            self._plugin_ready = True
+        if self._plugin_ready:
+            try:
+                return await self.scheduler.daskelastic_state(adaptive=True)
+            except Exception:  # noqa: BLE001 - removed while no fit ran: install again
+                self._plugin_ready = False
+        await self.scheduler.register_scheduler_plugin(
+            plugin=dumps(ElasticSchedulerPlugin()), name=PLUGIN_NAME, idempotent=True)
+        self._plugin_ready = True
         return await self.scheduler.daskelastic_state(adaptive=True)
 
     async def target(self):
@@ -271,6 +330,40 @@ class ElasticAdaptive(Adaptive):
         if not state["fits"]:
             return await super().target()
         return sum(fit["target"] for fit in state["fits"].values())
+
+    async def recommendations(self, target):
+        """What to do now: close the workers the fits let go at once, else as Dask does.
+
+        A fit lets a worker go only once its scaling policy decided to (with
+        a hysteresis of its own) and its chunks moved away; Dask's
+        ``wait_count`` adaptations before closing a worker would only keep it
+        idle (three adaptations of one second each: longer than a short fit
+        after its scale-in), so released workers close at the next
+        adaptation.
+
+        Parameters
+        ----------
+        target : int
+            Workers the cluster should have (:meth:`target`).
+
+        Returns
+        -------
+        dict
+            ``{"status": "down", "workers": [names]}`` for released workers,
+            else ``distributed.deploy.Adaptive``'s recommendation.
+        """
+        plan = self.plan
+        if target < len(plan):
+            state = await self._elastic_state()
+            released = [name for fit in state["fits"].values()
+                        for name in fit["released_names"]]
+            closing = [name for name in dict.fromkeys(released) if name in plan]
+            closing = closing[: len(plan) - target]
+            if closing:
+                for name in closing:
+                    self.close_counts.pop(name, None)
+                return {"status": "down", "workers": closing}
+        return await super().recommendations(target)
 
     async def workers_to_close(self, target):
         """Which workers to close to come down to ``target``.

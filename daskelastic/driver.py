@@ -36,17 +36,17 @@ INJECTED_SLOWDOWN = contextvars.ContextVar("daskelastic_injected_slowdown", defa
 
 
 class WorkersLost(RuntimeError):
-    """Raised by a backend when workers died during a round.
+    """Raised by a backend when workers died while it waited for them.
 
-    :meth:`DaskBackend.wait_results
-    <daskelastic.backends.dask.DaskBackend.wait_results>` raises it when a
-    worker's round call failed because the worker is gone.
-    :func:`~daskelastic.driver.run_cocoa` catches it on a backend with
-    elastic operations: the elastic controller
+    The :class:`~daskelastic.backends.dask.DaskBackend` raises it from any
+    wait — a round, a move, a sum — when a worker's call failed because the
+    worker is gone or the scheduler no longer lists it.
+    :func:`~daskelastic.driver.run_cocoa` catches it wherever it talks to a
+    backend with elastic operations: the elastic controller
     (:meth:`~daskelastic.elastic.ElasticController.recover`) discards the
-    round on the live workers and re-reads the lost workers' chunks onto them
-    with ``α = 0``, ``w`` is recomputed from the surviving ``α`` and the round
-    runs again.  On any other backend the error propagates.  The simulated
+    round on the live workers and re-reads the chunks held nowhere onto them
+    with ``α = 0``, ``w`` is recomputed from the surviving ``α`` and the fit
+    goes on.  On any other backend the error propagates.  The simulated
     backend raises its own :class:`~daskelastic.backends.simulated.WorkerLost`
     instead, which is not recovered from.
 
@@ -289,6 +289,20 @@ class Backend:
     def cost(self):
         """Money spent on workers so far, or None when the backend has no prices."""
         return None
+
+    def take_events(self):
+        """What the backend did on its own since it was last asked, as history events.
+
+        For example the ``worker_lost`` event of a worker lost while the data
+        loaded, recovered from by the backend itself; the driver adds them to
+        the next round's ``events``.
+
+        Returns
+        -------
+        list of dict
+            The events, oldest first; this base implementation has none.
+        """
+        return []
 
     def settle(self, settlements):
         """Apply settlements without starting a round.
@@ -581,13 +595,19 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     injection = INJECTED_SLOWDOWN.get()
     t0 = backend.clock()
     lam, n = problem.lam, problem.n_samples
-    kappa = _kappa(acceleration, backend, problem)
     adaptive = acceleration == "auto"
-    kappa_later = 0.0          # κ to switch on once the plain rounds slow down
-    if adaptive and kappa and problem.loss == LOGISTIC:
-        kappa_later, kappa = kappa, 0.0
-    elif adaptive and not kappa:
-        kappa_later = _kappa_if_stalled(backend, problem)
+    setup_events = backend.take_events()   # e.g. workers lost while the data loaded
+    while True:
+        try:
+            kappa = _kappa(acceleration, backend, problem)
+            kappa_later = 0.0          # κ to switch on once the plain rounds slow down
+            if adaptive and kappa and problem.loss == LOGISTIC:
+                kappa_later, kappa = kappa, 0.0
+            elif adaptive and not kappa:
+                kappa_later = _kappa_if_stalled(backend, problem)
+            break
+        except WorkersLost as lost:   # α = 0 everywhere: nothing else to repair
+            setup_events.extend(_recover(elastic, backend, lost.workers, 0.0)[0])
     plain_gaps = []
     outer_gaps = []            # certified gaps at the outer steps (see _next_kappa)
     lam_in = lam + kappa
@@ -608,7 +628,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     for round_id in range(max_iter + 1):
         settlements = backend.between_rounds(settlements)
         last = round_id == max_iter
-        events = []
+        events, setup_events = setup_events, []
         while True:
             workers = backend.workers()
             K = len(workers)
@@ -635,12 +655,11 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                                             drop_streak=drop_streak)
                 break
             except WorkersLost as lost:
-                if elastic is None:
-                    raise
                 # the round is discarded everywhere; the lost chunks restart
                 # from α = 0 and w follows the surviving α
-                events.append(elastic.recover(lost.workers, discard_round=round_id))
-                v = backend.alpha_sum() * inv_lam_n
+                more, v = _recover(elastic, backend, lost.workers, inv_lam_n,
+                                   discard_round=round_id, settlements=settlements)
+                events.extend(more)
                 settlements = {}
                 policy.reset()
                 sigma_next = None
@@ -717,7 +736,10 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         converged = objective.relative_gap <= tol
         if converged or last or stop_requested:
             entry["step"] = 0.0      # the proposals are discarded
-            backend.settle({k: (round_id, None) for k in results})
+            try:
+                backend.settle({k: (round_id, None) for k in results})
+            except WorkersLost:
+                pass   # this round's sums certify the result; the rest is closed
             break
         drop_streak = {k: 0 if k in used else drop_streak.get(k, 0) + 1 for k in results}
         if used:
@@ -732,11 +754,16 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             n_backup=plan.n_backup))
         if elastic is not None:
             elastic.observe(entry, results)
-            more, settled, alpha_reset = elastic.between_rounds(entry, settlements)
+            try:
+                more, settled, alpha_reset = elastic.between_rounds(entry, settlements)
+                lost = []
+            except WorkersLost as error:   # a worker died during a move or a release
+                more, settled, alpha_reset, lost = [], True, True, error.workers
+            if alpha_reset:
+                extra, v = _recover(elastic, backend, lost, inv_lam_n, settlements=settlements)
+                more = more + extra
             if settled:
                 settlements = {}
-            if alpha_reset:
-                v = backend.alpha_sum() * inv_lam_n
             if more:
                 events.extend(more)
                 policy.reset()
@@ -797,6 +824,28 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "tol, or standardise the features (the rounds needed grow with C·‖x‖²)",
             ConvergenceWarning, stacklevel=3)
     return FitResult(w, n_iter, converged, objective, history)
+
+
+def _recover(elastic, backend, lost, inv_lam_n, **kwargs):
+    """Recover from ``lost`` workers, and from any lost meanwhile; return ``(events, v)``.
+
+    ``v = Σ α_i x_i · inv_lam_n`` of the workers' ``α`` once recovered (the
+    lost chunks restart from ``α = 0``); ``kwargs`` go to
+    :meth:`~daskelastic.elastic.ElasticController.recover` (a recovery cut
+    short is simply run again: it settles by round id).  With no ``lost``
+    workers, only ``v`` is computed (recovering if a worker dies meanwhile).
+    Without an elastic controller the loss is raised.
+    """
+    if elastic is None:
+        raise WorkersLost(lost)
+    events = []
+    while True:
+        try:
+            if lost:
+                events.append(elastic.recover(lost, **kwargs))
+            return events, backend.alpha_sum() * inv_lam_n
+        except WorkersLost as more:
+            lost = more.workers
 
 
 def _reweigh(v, lam, lam_in, n, kappa, centre):

@@ -329,9 +329,12 @@ class ElasticController:
         """
         lost = list(lost)
         survivors = [w for w in self.backend.placement if w not in lost]
+        known = len(self.backend.lost)
         replaced = self.backend.recover(lost, discard_round=discard_round,
                                         settlements=settlements,
                                         speeds=self.speeds(survivors))
+        # with those that died while it recovered
+        lost += [w for w in self.backend.lost[known:] if w not in lost]
         self.tracker.forget(lost)
         self._repacking.update(replaced.values())
         self._rounds_on_placement = 0

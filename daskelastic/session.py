@@ -12,7 +12,7 @@ import os
 
 from . import config
 
-__all__ = ["fit_session", "current_client"]
+__all__ = ["fit_session", "current_client", "client_context"]
 
 
 def current_client():
@@ -41,6 +41,60 @@ def current_client():
         return None
 
 
+@contextlib.contextmanager
+def client_context(client):
+    """Make ``client`` the current Dask client in this thread (or asyncio task) only.
+
+    What ``Client.as_current()`` does, without its other half: that also sets
+    ``dask.config``'s ``"scheduler"`` for the whole process, and fits running
+    in several threads at once then leave it set (or unset) at random — the
+    config is global, not per thread (dask/dask#9807).  Inside, dask
+    collections computed without a scheduler, actor proxies unpickled and
+    futures deserialized use ``client``; the process's configuration is
+    untouched.
+
+    Parameters
+    ----------
+    client : distributed.Client or None
+        The client; None changes nothing.
+
+    Examples
+    --------
+    >>> import dask
+    >>> from distributed import Client, LocalCluster
+    >>> from daskelastic.session import client_context, current_client
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, \\
+    ...         Client(cluster, set_as_default=False) as client:
+    ...     with client_context(client):
+    ...         assert current_client() is client
+    ...     current_client() is None, dask.config.get("scheduler", None)
+    (True, None)
+    """
+    if client is None:
+        yield
+        return
+    # the context variable Client.as_current sets (distributed/client.py);
+    # no public API sets it alone
+    from distributed.client import _current_client
+
+    token = _current_client.set(client)
+    try:
+        yield
+    finally:
+        _current_client.reset(token)
+
+
+def _in_dask_task():
+    """Whether this code runs in a task on a Dask worker."""
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
 def _machine_workers():
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -62,6 +116,9 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
     - ``backend="simulated"``: ``("simulated", None)``; ``client`` is ignored
       (the caller builds a simulated cluster).
     - ``backend="inprocess"``: ``("inprocess", None)``; ``client`` is ignored.
+    - In a task on a Dask worker (a search under joblib's Dask backend) and
+      no ``client``: ``("inprocess", None)``; a ``ValueError`` for dask input
+      or ``backend="dask"``.
     - Otherwise (``"auto"`` or ``"dask"``), with ``client`` given or a
       current client (:func:`current_client`): ``("dask", client)``.  The
       client is used as it is and left open.
@@ -131,6 +188,17 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
     if backend == "inprocess":
         if dask_input:
             raise ValueError("dask collections need a Dask backend, not 'inprocess'")
+        yield "inprocess", None
+        return
+    if client is None and _in_dask_task():
+        # a fit in a task on a Dask worker (joblib's Dask backend runs a
+        # search's fits so) fits in the worker's process: on the cluster, it
+        # would wait for tasks on the worker whose thread it occupies, and a
+        # worker process cannot start a LocalCluster of its own
+        if dask_input or backend == "dask":
+            raise ValueError("a fit in a task on a Dask worker fits in the worker's "
+                             "process: pass client=... to fit on the cluster (dask input "
+                             "and backend='dask' need one)")
         yield "inprocess", None
         return
     client = client if client is not None else current_client()

@@ -244,19 +244,19 @@ def test_how_rounds_reach_the_workers_changes_latency_not_the_iterates(table, cl
 
 
 def test_actor_calls_go_direct_where_the_client_reaches_the_worker(client):
-    from daskelastic.backends.dask import _calls_direct
+    from daskelastic.backends.dask.calls import calls_direct
 
     local = next(iter(client.scheduler_info()["workers"]))   # a LocalCluster's: loopback
     assert local.startswith("tcp://127.0.0.1:")
-    assert _calls_direct(client, local, "auto")
-    assert _calls_direct(client, "inproc://10.1.2.3/1234/5", "auto")
+    assert calls_direct(client, local, "auto")
+    assert calls_direct(client, "inproc://10.1.2.3/1234/5", "auto")
     remote = "tcp://10.1.2.3:34567"
-    assert not _calls_direct(client, remote, "auto")
-    assert not _calls_direct(client, "tcp://worker-7.cluster:34567", "auto")
-    assert _calls_direct(client, remote, "direct")
-    assert not _calls_direct(client, local, "scheduler")
+    assert not calls_direct(client, remote, "auto")
+    assert not calls_direct(client, "tcp://worker-7.cluster:34567", "auto")
+    assert calls_direct(client, remote, "direct")
+    assert not calls_direct(client, local, "scheduler")
     with pytest.raises(ValueError, match="actor-calls must be"):
-        _calls_direct(client, local, "fastest")
+        calls_direct(client, local, "fastest")
 
 
 def test_unknown_round_transport_is_rejected(client):
@@ -269,7 +269,7 @@ def test_unknown_round_transport_is_rejected(client):
 
 def _packing(dask_worker, fit_id):
     """A worker's solver of ``fit_id``: its chunks, and those not packed yet."""
-    solver = dask_worker._daskelastic_fits[fit_id]
+    solver = dask_worker._daskelastic_fits[fit_id].solver
     return {"chunks": solver.chunk_ids, "unpacked": sorted(solver._unpacked),
             "packed rows": int(solver._packed[0].shape[0])}
 

@@ -8,7 +8,6 @@ checks the invariants at every round boundary:
 """
 
 import collections
-import logging
 import os
 import signal
 import time
@@ -18,11 +17,11 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import daskelastic as de
 from daskelastic.adaptive import _actor_holders, elastic_state, retire_released
-from daskelastic.backends.dask import DaskBackend, scheduler_workers
+from daskelastic.backends.dask import DaskBackend
 from daskelastic.driver import Problem, run_cocoa
 from daskelastic.losses import loss_code
 from daskelastic.objective import lambda_from_C
@@ -30,6 +29,8 @@ from daskelastic.placement import make_chunks, split_rows
 from daskelastic.session import _machine_workers
 from daskelastic.targets import TargetEncoder
 from daskelastic.testing import FixedSlowdown, ScheduledScaling, inject_stragglers
+
+from cluster_checks import InvariantChecker, live, local_cluster, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -48,48 +49,6 @@ def optimum(table):
     X, y = table
     ref = de.LogisticRegression(C=0.5, tol=1e-9, max_iter=5000, backend="inprocess")
     return ref.fit(X, y).history_[-1]["primal"]
-
-
-def _cluster(n):
-    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                        dashboard_address=":0", silence_logs=logging.ERROR)
-
-
-def _live(client):
-    return set(scheduler_workers(client))
-
-
-def _wait_for(condition, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
-class InvariantChecker:
-    """A ``round_hook`` that checks invariants 1 and 2 at every round boundary."""
-
-    def __init__(self, client, n_chunks, n_rows, action=None):
-        self.client = client
-        self.n_chunks = n_chunks
-        self.n_rows = n_rows
-        self.action = action
-        self.rounds = 0
-
-    def __call__(self, round_id, w, backend, v, inv_lam_n):
-        np.testing.assert_allclose(backend.alpha_sum() * inv_lam_n, v, rtol=1e-9,
-                                   atol=1e-12)
-        held = backend.describe()
-        chunks = [c for d in held.values() for c in d["chunks"]]
-        assert sorted(chunks) == list(range(self.n_chunks))
-        assert sum(d["rows"] for d in held.values()) == self.n_rows
-        assert set(held) <= _live(self.client)
-        assert {k: d["chunks"] for k, d in held.items()} == backend.placement
-        self.rounds += 1
-        if self.action is not None:
-            self.action(round_id, backend)
 
 
 def _backend(client, table):
@@ -127,7 +86,7 @@ def _dask_fit(client, table, *, block_rows=500, **kwargs):
 
 
 def test_scale_in_moves_chunks_with_their_alpha_and_retires_workers(table, optimum):
-    with _cluster(4) as cluster, Client(cluster) as client:
+    with local_cluster(4) as cluster, Client(cluster) as client:
         check = InvariantChecker(client, 16, table[0].shape[0])
         result, backend = _numpy_fit(client, table, tol=1e-6, max_iter=500,
                                      scaling_policy=ScheduledScaling({3: 2, 6: 1}),
@@ -136,7 +95,7 @@ def test_scale_in_moves_chunks_with_their_alpha_and_retires_workers(table, optim
         assert counts[:4] == [4] * 4 and counts[4:7] == [2] * 3 and set(counts[7:]) == {1}
         events = [ev for e in result.history for ev in e["events"]]
         assert [ev["event"] for ev in events if ev["event"] == "scale_in"] == ["scale_in"] * 2
-        assert _wait_for(lambda: len(_live(client)) == 1)
+        assert wait_for(lambda: len(live(client)) == 1)
         assert result.converged and check.rounds == len(result.history)
         assert abs(result.objective.primal - optimum) <= 1e-4 * abs(optimum)
 
@@ -144,7 +103,7 @@ def test_scale_in_moves_chunks_with_their_alpha_and_retires_workers(table, optim
 def test_released_workers_retire_in_the_background_and_close_waits_for_them(table):
     """``release(retire=True)`` lets the worker go at once; ``close`` waits for the retirement."""
     X, y = table
-    with _cluster(2) as cluster, Client(cluster) as client:
+    with local_cluster(2) as cluster, Client(cluster) as client:
         backend, enc = _backend(client, table)
         Y, sw = enc.encode(y, None)
         backend.load_chunks(make_chunks(X, Y, sw, split_rows(X.shape[0], n_chunks=4),
@@ -157,13 +116,13 @@ def test_released_workers_retire_in_the_background_and_close_waits_for_them(tabl
             assert sorted(backend.placement[stays]) == [0, 1, 2, 3]
         finally:
             backend.close()
-        assert _live(client) == {stays}
+        assert live(client) == {stays}
 
 
 def test_convergence_policy_scales_in_four_workers(table, optimum):
     """Must-hold 2: K falls during the fit, the cluster shrinks, the optimum is kept."""
     X, y = table
-    with _cluster(4) as cluster, Client(cluster) as client:
+    with local_cluster(4) as cluster, Client(cluster) as client:
         fixed = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=2000).fit(X, y)
         assert {e["n_workers"] for e in fixed.history_} == {4}
         elastic = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=2000,
@@ -172,11 +131,11 @@ def test_convergence_policy_scales_in_four_workers(table, optimum):
         counts = [e["n_workers"] for e in elastic.history_]
         assert counts[0] == 4 and counts[-1] < 4
         assert all(a >= b for a, b in zip(counts, counts[1:]))
-        assert _wait_for(lambda: len(_live(client)) == counts[-1])
+        assert wait_for(lambda: len(live(client)) == counts[-1])
         p_fixed, p_elastic = fixed.history_[-1]["primal"], elastic.history_[-1]["primal"]
         changes = [i - 1 for i in range(1, len(counts)) if counts[i] != counts[i - 1]]
         print(f"K path {[counts[0]] + [counts[i + 1] for i in changes]} (changes after "
-              f"rounds {changes} of {len(counts)}); live workers {len(_live(client))}; "
+              f"rounds {changes} of {len(counts)}); live workers {len(live(client))}; "
               f"primal fixed {p_fixed:.12f} elastic {p_elastic:.12f} "
               f"relative difference {abs(p_elastic - p_fixed) / abs(p_fixed):.2e}")
         assert abs(p_elastic - p_fixed) <= 1e-4 * abs(p_fixed)
@@ -189,7 +148,7 @@ def test_four_workers_on_fewer_cores_scale_in_to_the_cores(larger_table):
     """Worker processes that share cores are measured, and the extras let go early."""
     X, y = larger_table
     cores = _machine_workers()
-    with _cluster(4) as cluster, Client(cluster) as client:
+    with local_cluster(4) as cluster, Client(cluster) as client:
         clf = de.LogisticRegression(C=1.0, tol=1e-12, max_iter=8, straggler_policy="wait",
                                     scaling_policy="convergence",
                                     release_workers=True).fit(X, y)
@@ -205,11 +164,11 @@ def test_four_workers_on_fewer_cores_scale_in_to_the_cores(larger_table):
         at, decision = scale_ins[0]
         assert at <= 5 and decision["reason"] == "workers share cores"
         assert decision["target"] <= cores
-        assert _wait_for(lambda: len(_live(client)) == clf.history_[-1]["n_workers"])
+        assert wait_for(lambda: len(live(client)) == clf.history_[-1]["n_workers"])
 
 
 def test_elastic_adaptive_closes_the_released_workers(table):
-    with _cluster(4) as cluster, Client(cluster) as client:
+    with local_cluster(4) as cluster, Client(cluster) as client:
         X, y = table
         n = X.shape[0]
         backend, enc = _backend(client, table)
@@ -227,8 +186,8 @@ def test_elastic_adaptive_closes_the_released_workers(table):
                 seen["closable"] = set(closable)
                 seen["holders"] = set(backend.placement)
             if round_id == 8:
-                _wait_for(lambda: len(_live(client)) == 2, timeout=10)
-            seen[round_id] = len(_live(client))
+                wait_for(lambda: len(live(client)) == 2, timeout=10)
+            seen[round_id] = len(live(client))
 
         check = InvariantChecker(client, 16, n, action=watch)
         try:
@@ -248,17 +207,17 @@ def test_elastic_adaptive_closes_the_released_workers(table):
 
 @pytest.mark.parametrize("release", ["auto", True])
 def test_a_client_of_a_bare_scheduler_releases_workers_only_when_told(table, release):
-    with _cluster(2) as cluster, Client(cluster.scheduler_address) as client:
+    with local_cluster(2) as cluster, Client(cluster.scheduler_address) as client:
         assert client.cluster is None
         result, _ = _numpy_fit(client, table, chunks=8, tol=1e-9, max_iter=6,
                                scaling_policy=ScheduledScaling({2: 1}),
                                release_workers=release)
         assert [e["n_workers"] for e in result.history][-1] == 1
         if release is True:
-            assert _wait_for(lambda: len(_live(client)) == 1)
+            assert wait_for(lambda: len(live(client)) == 1)
         else:
             time.sleep(1.0)
-            assert len(_live(client)) == 2
+            assert len(live(client)) == 2
 
 
 def _kill_one_holder(at_round, killed):
@@ -276,7 +235,7 @@ def test_a_killed_worker_is_replaced_and_the_fit_converges(table, optimum, kind)
     X = table[0]
     killed = []
     fit = _numpy_fit if kind == "numpy" else _dask_fit
-    with _cluster(3) as cluster, Client(cluster) as client:
+    with local_cluster(3) as cluster, Client(cluster) as client:
         check = InvariantChecker(client, 12, X.shape[0], action=_kill_one_holder(3, killed))
         result, _ = fit(client, table, tol=1e-6, max_iter=1000, round_hook=check,
                         **({"chunks": 12} if kind == "numpy" else {"block_rows": 500}))
@@ -288,11 +247,11 @@ def test_a_killed_worker_is_replaced_and_the_fit_converges(table, optimum, kind)
 
 
 def test_a_joining_worker_receives_chunks(table):
-    with _cluster(2) as cluster, Client(cluster) as client:
+    with local_cluster(2) as cluster, Client(cluster) as client:
         def grow(round_id, backend):
             if round_id == 1:
                 cluster.scale(3)
-                _wait_for(lambda: len(_live(client)) == 3)
+                wait_for(lambda: len(live(client)) == 3)
                 time.sleep(1.0)   # let the fit's next check see the newcomer
 
         check = InvariantChecker(client, 12, table[0].shape[0], action=grow)
@@ -382,7 +341,7 @@ def _uniform_then_balanced(client, table):
 @pytest.mark.slow   # 180,000 rows on a 2-worker cluster, twice (four times on a retry)
 def test_a_slow_worker_gets_less_data_and_the_solver_times_even_out(rebalance_table):
     """Must-hold 4: one worker 2× slower throughout; chunk share follows speed."""
-    with _cluster(2) as cluster, Client(cluster) as client, \
+    with local_cluster(2) as cluster, Client(cluster) as client, \
             inject_stragglers(FixedSlowdown([0], 2.0)):
         uneven_uniform, uneven_balanced, share = _uniform_then_balanced(client,
                                                                         rebalance_table)
@@ -417,33 +376,33 @@ def test_retire_released_waits_for_the_scheduler_to_let_go_of_the_actors():
     """The scheduler refuses to retire a worker holding an actor; a fit cancels its
     actors on the workers it lets go, but the cancellation can arrive after the
     retirement: ``retire_released`` waits for the cancelled actors' release."""
-    with _cluster(3) as cluster, Client(cluster) as client:
-        a, b, c = sorted(_live(client))
+    with local_cluster(3) as cluster, Client(cluster) as client:
+        a, b, c = sorted(live(client))
         actor = client.submit(collections.Counter, actor=True, workers=[a], pure=False)
         actor.result()
         assert client.run_on_scheduler(_actor_holders, [a, b, c], [actor.key]) == [a]
         assert retire_released(client, [a]) == []       # refused: it holds the actor
-        assert a in _live(client)
+        assert a in live(client)
         with ThreadPoolExecutor(1) as pool:
             retired = pool.submit(retire_released, client, [a], [actor.key])
             time.sleep(0.5)
             assert not retired.done()                   # waiting for the actor's release
             client.cancel([actor], force=True)
             assert retired.result(timeout=20) == [a]
-        assert _wait_for(lambda: _live(client) == {b, c})
+        assert wait_for(lambda: live(client) == {b, c})
         # what a scale-in does: cancel, then retire at once
         actor = client.submit(collections.Counter, actor=True, workers=[b], pure=False)
         actor.result()
         client.cancel([actor], force=True)
         assert retire_released(client, [b], [actor.key]) == [b]
-        assert _wait_for(lambda: _live(client) == {c})
+        assert wait_for(lambda: live(client) == {c})
 
 
 def test_a_released_worker_the_scheduler_keeps_gives_a_warning():
     """Another client's actor on a released worker: the scheduler refuses to retire
     it, the worker keeps running, and the fit says so instead of passing over it."""
-    with _cluster(2) as cluster, Client(cluster) as client:
-        a, b = sorted(_live(client))
+    with local_cluster(2) as cluster, Client(cluster) as client:
+        a, b = sorted(live(client))
         other = client.submit(collections.Counter, actor=True, workers=[a], pure=False)
         other.result()
         problem = Problem(loss_code("logistic"), lambda_from_C(1.0, 100), 100, 3, 1, 1.0)
@@ -451,4 +410,4 @@ def test_a_released_worker_the_scheduler_keeps_gives_a_warning():
         backend.release([a], retire=True)
         with pytest.warns(RuntimeWarning, match=r"did not retire released workers \['"):
             backend.wait_retired()
-        assert _live(client) == {a, b}
+        assert live(client) == {a, b}

@@ -1,390 +1,45 @@
-"""Workers on a Dask cluster: chunks and dual state live on the workers.
-
-Each worker holds, per running fit, a :class:`~daskelastic.solvers.ChunkSolver`
-in a worker-local registry (an attribute of the ``distributed.Worker``): its
-chunks, their dual variables ``α`` and the pending work of the last round.
-Only ``w``, the settlement of the previous round and a few numbers travel to
-a worker each round, and only ``Δw`` and a few numbers come back.
-
-Rounds reach the workers as calls to one :class:`RoundActor` per worker
-(the default; sent straight from the client to the worker where it can reach
-it, see ``daskelastic.actor-calls``) or, with
-``daskelastic.round-transport: task``, as one task per worker per round named
-``daskelastic-round-…`` in the dashboard's task stream.
-"""
+"""The :class:`DaskBackend`: a fit's rounds and elastic operations on a Dask cluster."""
 
 import asyncio
-import concurrent.futures
-import ipaddress
-import threading
+import time
 import uuid
 import warnings
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-import scipy.sparse as sp
-from dask.core import flatten
-from distributed import futures_of, get_worker, wait
-from distributed.comm import get_address_host, parse_address
-from distributed.comm.core import CommClosedError
-from distributed.protocol import to_serialize
-from distributed.utils import TimeoutError as DaskTimeoutError
-
-from .. import adaptive, config
-from ..driver import Backend, WorkersLost
-from ..placement import assign_chunks
-from ..solvers import ChunkSolver, sq_norm_sum
-from ..targets import not_finite
+from ... import adaptive, config
+from ...driver import Backend, WorkersLost
+from ...placement import assign_chunks
+from ...session import client_context
+from .calls import (
+    ActorCalls,
+    calls_direct,
+    done_signal,
+    gather_watching,
+    is_lost_error,
+    persisted_blocks,
+    result_watching,
+    scheduler_workers,
+    wait_any,
+)
+from .worker import (
+    RoundActor,
+    alpha_sum,
+    describe,
+    drop_fit,
+    gather_alpha,
+    load_block,
+    load_chunks,
+    put_chunks,
+    request_stop,
+    resync,
+    row_sq_norm_sum,
+    run_round,
+    settle,
+    take_chunks,
+)
 
 __all__ = ["DaskBackend"]
-
-_REGISTRY_ATTR = "_daskelastic_fits"
-
-
-# --------------------------------------------------------------------------
-# functions that run on the workers
-# --------------------------------------------------------------------------
-#: Guards the creation of a worker's registry and of a fit's solver in it, and
-#: a load task's adding of its block: a worker with several threads runs the
-#: load tasks of its blocks at once; two of them could each create a solver,
-#: the second replacing the first and the blocks the first received (a fit
-#: then trained on some of its rows), and only the task that adds the last
-#: block may see them all (and pack them)
-_REGISTRY_LOCK = threading.Lock()
-
-
-def _registry():
-    worker = get_worker()
-    reg = getattr(worker, _REGISTRY_ATTR, None)
-    if reg is None:
-        with _REGISTRY_LOCK:
-            reg = getattr(worker, _REGISTRY_ATTR, None)
-            if reg is None:
-                reg = {}
-                setattr(worker, _REGISTRY_ATTR, reg)
-    return reg
-
-
-def _solver(fit_id, problem=None):
-    reg = _registry()
-    solver = reg.get(fit_id)
-    if solver is None:
-        if problem is None:
-            raise RuntimeError(f"worker holds no state of fit {fit_id}")
-        with _REGISTRY_LOCK:
-            solver = reg.get(fit_id)
-            if solver is None:
-                solver = reg[fit_id] = ChunkSolver(problem.loss, problem.n_targets,
-                                                   problem.intercept_scaling)
-    return solver
-
-
-def _settle(solver, settlement):
-    if settlement is None:
-        return
-    round_id, gamma = settlement
-    if gamma is None:
-        solver.discard(round_id)
-    else:
-        solver.commit(round_id, gamma)
-
-
-def load_chunks(fit_id, problem, *chunks):
-    """Add in-memory chunks to this worker's solver, and pack its rows.
-
-    A worker gets all its chunks in one call: it packs them at once, while the
-    client still sends other workers theirs, and before the first round: a
-    first round that packs takes longer, unevenly, and the default straggler
-    policy cut it (on the flights table, 2 workers, a fit to ``tol=1e-3`` then
-    took up to 41 rounds instead of 25).  Returns ``Σ ‖x_i‖²`` over their rows.
-    """
-    solver = _solver(fit_id, problem)
-    for c in chunks:
-        solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)
-    total = sum(sq_norm_sum(c.X) for c in chunks)
-    solver.prepare()
-    return total
-
-
-def load_block(fit_id, problem, encoder, chunk_id, X, y, sample_weight=None,
-               pack_with=None):
-    """Validate and encode one block of a dask collection, and hold it as a chunk.
-
-    With ``pack_with`` (the ids of every chunk this worker is to hold), the
-    task that completes them packs the worker's rows before the first round
-    (see :func:`load_chunks`), with no call of its own.  Returns ``Σ ‖x_i‖²``
-    over the block's rows.
-    """
-    X = _as_chunk_matrix(X)
-    Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
-                           else np.asarray(sample_weight))
-    if X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
-    solver = _solver(fit_id, problem)
-    total = sq_norm_sum(X)
-    # the load tasks of a worker with several threads run at once: the one
-    # that adds the last chunk, and only it, sees them all
-    with _REGISTRY_LOCK:
-        solver.add_chunk(chunk_id, X, Y, sw)
-        complete = pack_with is not None and set(pack_with) <= set(solver.chunk_ids)
-    if complete:
-        solver.prepare()
-    return total
-
-
-def _as_chunk_matrix(X):
-    if sp.issparse(X):
-        X = X.tocsr()
-        data = X.data
-        if data.dtype not in (np.float32, np.float64):
-            X = X.astype(np.float64)
-        X.sort_indices()
-    else:
-        X = np.asarray(X)
-        if X.dtype not in (np.float32, np.float64):
-            X = X.astype(np.float64)
-        X = np.ascontiguousarray(X)
-        data = X
-    if X.ndim != 2:
-        raise ValueError(f"expected 2-d blocks of X, got {X.ndim}-d")
-    if not np.all(np.isfinite(X.data if sp.issparse(X) else X)):
-        raise not_finite("X")
-    return X
-
-
-def row_sq_norm_sum(fit_id):
-    """``Σ ‖x_i‖²`` over this worker's rows."""
-    return _solver(fit_id).row_sq_norm_sum()
-
-
-def run_round(fit_id, round_id, w, settlement, inv_lam_n, sigma, steps, seed,
-              slowdown=1.0):
-    """Settle the previous round, then run this round's local solver."""
-    solver = _solver(fit_id)
-    _settle(solver, settlement)
-    return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
-                        steps=steps, seed=seed, slowdown=slowdown)
-
-
-def request_stop(fit_id, round_id, dask_worker=None):
-    """Ask this worker's solver to stop round ``round_id`` (runs on the event loop)."""
-    reg = getattr(dask_worker or get_worker(), _REGISTRY_ATTR, {})
-    solver = reg.get(fit_id)
-    if solver is not None:
-        solver.request_stop(round_id)
-    return solver is not None
-
-
-class RoundActor:
-    """A Dask actor on one worker that runs the rounds of one fit.
-
-    A call of an actor's method is one message to its worker and one back
-    (through the scheduler unless it is sent straight to the worker, see
-    :class:`_DirectCalls`), not a task's client → scheduler → worker →
-    scheduler → client path and the scheduler's bookkeeping (measured on a
-    2-worker LocalCluster: ~3× less overhead per round).  The solver state is
-    the same worker-local registry the load tasks fill.
-    """
-
-    def __init__(self, fit_id):
-        self.fit_id = fit_id
-        self.worker = get_worker()
-
-    def run_round(self, round_id, w, settlement, inv_lam_n, sigma, steps, seed,
-                  slowdown=1.0):
-        """Settle the previous round, then run this round's local solver.
-
-        Runs in the worker's actor thread; the kernel releases the GIL.
-        """
-        solver = self.worker_solver()
-        _settle(solver, settlement)
-        return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
-                            steps=steps, seed=seed, slowdown=slowdown)
-
-    def settle(self, settlement):
-        """Apply a settlement outside a round (in the actor thread, after any round)."""
-        _settle(self.worker_solver(), settlement)
-
-    def load(self, problem, *chunks):
-        """Hold in-memory chunks sent with the call, packed (:func:`load_chunks`)."""
-        return load_chunks(self.fit_id, problem, *chunks)
-
-    def worker_solver(self):
-        """This fit's solver on this worker."""
-        return getattr(self.worker, _REGISTRY_ATTR, {})[self.fit_id]
-
-    async def stop(self, round_id):
-        """Ask the running round to stop.
-
-        A coroutine, so it runs on the worker's event loop at once instead of
-        queueing behind the round in the actor thread.
-        """
-        return request_stop(self.fit_id, round_id, self.worker)
-
-
-def settle(fit_id, settlement):
-    """Apply a settlement outside a round (end of fit)."""
-    _settle(_solver(fit_id), settlement)
-
-
-def alpha_sum(fit_id, n_features):
-    """``Σ α_i x_i`` over this worker's chunks."""
-    return _solver(fit_id).weighted_alpha_sum(n_features)
-
-
-def gather_alpha(fit_id):
-    """``{chunk_id: α}`` of this worker."""
-    return _solver(fit_id).alpha_by_chunk()
-
-
-def describe(fit_id):
-    """Chunks and rows this worker holds."""
-    s = _solver(fit_id)
-    return {"chunks": s.chunk_ids, "rows": s.n_rows}
-
-
-def take_chunks(fit_id, chunk_ids):
-    """Remove chunks from this worker's solver; return their rows as a ``RowBlock``."""
-    return _solver(fit_id).take_rows(list(chunk_ids))
-
-
-def put_chunks(fit_id, problem, block):
-    """Hold chunks moved from another worker (a ``RowBlock``) with their dual state.
-
-    Returns the rows held.
-    """
-    solver = _solver(fit_id, problem)
-    solver.add_rows(block)
-    return solver.n_rows
-
-
-def drop_fit(fit_id, dask_worker=None):
-    """Forget everything this worker holds for a fit (``Client.run`` passes the worker)."""
-    reg = getattr(dask_worker or get_worker(), _REGISTRY_ATTR, None) or {}
-    return reg.pop(fit_id, None) is not None
-
-
-# --------------------------------------------------------------------------
-# the driver side
-# --------------------------------------------------------------------------
-class _DirectCalls:
-    """Calls of a worker's actor sent from the client straight to the worker.
-
-    A ``distributed.Actor`` proxy sends its calls through the scheduler, which
-    forwards them, unless the client was made with ``direct_to_workers=True``
-    (workers behind a firewall may be out of a client's reach).  This proxy
-    sends each call to the worker's ``actor_execute`` handler over the
-    client's connection pool, as such a client does, and returns a
-    ``concurrent.futures.Future`` of its result.  Measured on a 2-worker
-    LocalCluster (flights, logistic): a round spent 6.4 ms outside the
-    solvers with direct calls, 8.3 ms with calls through the scheduler.
-
-    Parameters
-    ----------
-    client : distributed.Client
-        The client whose event loop and connections send the calls.
-    address : str
-        Address of the worker that holds the actor.
-    key : str
-        Key of the actor (of the future that created it).
-    """
-
-    def __init__(self, client, address, key):
-        self._client = client
-        self._address = address
-        self._key = key
-
-    def __getattr__(self, method):
-        if method.startswith("_"):
-            raise AttributeError(method)
-
-        def call(*args):
-            return asyncio.run_coroutine_threadsafe(self._call(method, args),
-                                                    self._client.loop.asyncio_loop)
-        return call
-
-    async def _call(self, method, args):
-        result = await self._client.rpc(self._address).actor_execute(
-            function=method, actor=self._key, args=[to_serialize(a) for a in args],
-            kwargs={})
-        if result["status"] == "OK":
-            return result["result"]
-        raise result["exception"]
-
-
-def _calls_direct(client, address, setting):
-    """Whether calls of the actor on ``address`` go straight to its worker.
-
-    ``setting`` is ``daskelastic.actor-calls``: ``"direct"``, ``"scheduler"``,
-    or ``"auto"``: direct when the client sends its other calls straight to
-    the workers (``direct_to_workers``) or the worker listens on a loopback
-    or in-process address, which a client on that machine reaches.
-    """
-    if setting not in ("auto", "direct", "scheduler"):
-        raise ValueError(f"daskelastic.actor-calls must be 'auto', 'direct' or "
-                         f"'scheduler', got {setting!r}")
-    if setting != "auto":
-        return setting == "direct"
-    if client.direct_to_workers:
-        return True
-    if parse_address(address)[0] == "inproc":
-        return True
-    host = get_address_host(address)
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:   # a host name
-        return False
-
-
-async def _wait_first_actor_call(calls, timeout):
-    """Return once one of the actor calls is done, or ``timeout`` seconds passed."""
-    async def settle(call):
-        try:
-            if isinstance(call, concurrent.futures.Future):
-                # shielded: cancelling the wait below must not cancel the call
-                call = asyncio.shield(asyncio.wrap_future(call))
-            await call
-        except Exception:  # noqa: BLE001 - the error is raised by .result() later
-            pass
-
-    waiters = [asyncio.ensure_future(settle(c)) for c in calls]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in waiters:
-            t.cancel()
-
-
-def scheduler_workers(client):
-    """Addresses of the scheduler's workers, fetched now.
-
-    ``Client.scheduler_info()`` returns a cache that the client's periodic
-    refresh (which carries no per-worker information) may overwrite between
-    the fetch and the return; ask the scheduler directly instead.
-    """
-    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
-
-
-def _persisted_blocks(client, arrays):
-    """Persist dask arrays; return, per array, its row blocks' futures in order."""
-    persisted = client.persist(arrays)
-    with client.as_current():   # the fit's client, default or not
-        wait(futures_of(persisted))
-    blocks = []
-    for a in persisted:
-        futs = {f.key: f for f in futures_of(a)}
-        blocks.append([futs[k] for k in flatten(a.__dask_keys__())])
-    return blocks
-
-
-#: Errors of an actor call that mean its worker is gone.
-_LOST_ERRORS = (OSError, CommClosedError)
-
-
-def _is_lost_error(error):
-    return isinstance(error, _LOST_ERRORS) or (
-        isinstance(error, RuntimeError) and "was lost" in str(error))
 
 
 class DaskBackend(Backend):
@@ -396,15 +51,21 @@ class DaskBackend(Backend):
     removes it from the solver and returns ``(X, Y, sample_weight, α)`` and a
     task restricted to the destination that depends on it and adds it — the
     data travels worker to worker, and ``α`` with it, so ``w`` is unchanged.
-    A worker lost mid-fit is noticed when its round call fails (or by the
-    elastic controller's check of the live workers between rounds); its chunks
-    are re-read from the input (the driver-side chunks of numpy / scipy
-    input, the task graph of dask input) onto live workers with ``α = 0``.
+
+    A worker may die at any moment.  Every wait of the backend notices it
+    (:func:`~daskelastic.backends.dask.calls.gather_watching`) and raises
+    :class:`~daskelastic.driver.WorkersLost`; the driver then calls
+    :meth:`recover`, which asks the live workers what they hold and re-reads
+    the chunks held nowhere from the input (the driver-side chunks of numpy /
+    scipy input, the task graph of dask input) onto live workers with
+    ``α = 0``.  Losses while the data loads are recovered from here.
 
     A backend holds nothing until :meth:`load_chunks` (numpy / scipy input)
     or :meth:`load_dask` (dask arrays) places the data; :meth:`close` drops
     the fit's state from every worker.  The fit is named by a fresh
-    ``fit_id``: one cluster can run several fits at once.
+    ``fit_id``: one cluster can run several fits at once, from several
+    threads, with one client (the client is passed to every call; the
+    process's Dask configuration is not touched).
 
     Parameters
     ----------
@@ -417,7 +78,7 @@ class DaskBackend(Backend):
         default (asked from the scheduler now).
     transport : {"actor", "task"}, optional
         How rounds reach the workers: calls to a Dask actor per worker
-        (``daskelastic.backends.dask.RoundActor``: direct, fast) or one task
+        (``daskelastic.backends.dask.worker.RoundActor``: direct, fast) or one task
         per worker per round (visible in the task stream).
         ``daskelastic.round-transport`` by default.
     owns_cluster : bool
@@ -469,10 +130,15 @@ class DaskBackend(Backend):
         self._actors = {}
         self._actor_futures = {}
         self._pending = {}      # worker -> call/future of the running round
-        self._stop_calls = []
+        self._signals = {}      # worker -> done_signal of its pending call
+        self._stop_calls = []   # (worker, call) of stop requests
         self._retiring = []   # background retirements (concurrent futures)
         self._retire_pool = None
         self._round_id = None
+        # the recovery epoch (see worker.WorkerFit); every load, take and put
+        # carries it
+        self._epoch = 0
+        self._touched = set()   # every worker chunks were ever sent to
         self.fit_id = f"fit-{uuid.uuid4().hex[:12]}"
         if workers is None:
             workers = scheduler_workers(client)
@@ -486,18 +152,21 @@ class DaskBackend(Backend):
         self.lost = []         # workers that died during this fit
         self._published = False
         self._sq_norm_sum = None   # Σ ‖x_i‖² of the data, from the load tasks
+        self._events = []      # see take_events
 
     # -- placing the data -----------------------------------------------------
     def load_chunks(self, chunks):
         """Send in-memory chunks to the workers, balanced by rows.
 
         Where the actors' calls go straight to the workers (the default on a
-        ``LocalCluster``, see ``_calls_direct``), each worker's chunks go
-        with a call of its actor, which adds them to its solver and packs
-        them (``_load_by_actors``); otherwise they are scattered to it (all
-        workers at once; see ``_scatter_chunks``) and added by a task
+        ``LocalCluster``, see
+        :func:`~daskelastic.backends.dask.calls.calls_direct`), each worker's
+        chunks go with a call of its actor, which adds them to its solver and
+        packs them (``_load_by_actors``); otherwise they are scattered to it
+        (all workers at once; see ``_scatter_chunks``) and added by a task
         restricted to it.  The chunks are kept on the driver to rebuild those
-        of a lost worker.
+        of a lost worker; a worker lost while they load has its chunks sent
+        to the others.
 
         Parameters
         ----------
@@ -514,13 +183,16 @@ class DaskBackend(Backend):
         self._source = ("chunks", {c.chunk_id: c for c in chunks})
         self.chunk_sizes = {c.chunk_id: c.n_rows for c in chunks}
         plan = assign_chunks(self.chunk_sizes, self._workers)
+        self._place_loaded(plan, lambda: self._send_chunks(plan))
+
+    def _send_chunks(self, plan):
+        """Start loading the driver's chunks as ``plan`` says; return ``[(worker, call)]``."""
         setting = config.get("actor-calls")
+        self._touched.update(w for w, c in plan.items() if c)
         if self.transport == "actor" and all(
-                _calls_direct(self.client, a, setting) for a, c in plan.items() if c):
-            self._load_by_actors(plan)
-            return
-        loads = self._scatter_chunks(plan)
-        self._finish_loading(loads, plan)
+                calls_direct(self.client, a, setting) for a, c in plan.items() if c):
+            return self._load_by_actors(plan)
+        return self._scatter_chunks(plan)
 
     def _load_by_actors(self, plan):
         """Send each worker its chunks in a call of its actor, straight to it.
@@ -535,24 +207,19 @@ class DaskBackend(Backend):
         """
         by_id = self._source[1]
         targets = [a for a, c in plan.items() if c]
-
-        def load():
-            with self.client.as_current():
-                self._ensure_actors(targets)
-                calls = [self._actors[a].load(self.problem, *[by_id[c] for c in plan[a]])
-                         for a in targets]
-                return [call.result() for call in calls]
-
-        self._place_loaded(plan, load)
+        self._ensure_actors(targets)
+        return [(a, self._actors[a].load(self.problem, self._epoch,
+                                         *[by_id[c] for c in plan[a]]))
+                for a in targets]
 
     def _scatter_chunks(self, plan):
         """Send each worker its chunks, all workers at once, and submit their load tasks.
 
         The chunks go straight from the client to a worker it reaches (see
-        :func:`_calls_direct`), not through the scheduler, which would receive
-        and forward every byte: on 2 local workers the flights table took
-        ~50 ms to scatter direct, ~90 ms through the scheduler, and ~43 ms
-        direct to both workers at once.
+        :func:`~daskelastic.backends.dask.calls.calls_direct`), not through
+        the scheduler, which would receive and forward every byte: on 2 local
+        workers the flights table took ~50 ms to scatter direct, ~90 ms
+        through the scheduler, and ~43 ms direct to both workers at once.
         """
         by_id = self._source[1]
         setting = config.get("actor-calls")
@@ -562,14 +229,20 @@ class DaskBackend(Backend):
             return await asyncio.gather(*[
                 self.client.scatter([by_id[c] for c in plan[addr]], workers=[addr],
                                     hash=False, asynchronous=True,
-                                    direct=_calls_direct(self.client, addr, setting))
+                                    direct=calls_direct(self.client, addr, setting))
                 for addr in targets])
 
-        scattered = self.client.sync(scatter_all) if targets else []
-        loads = [self.client.submit(
-            load_chunks, self.fit_id, self.problem, *data, workers=[addr],
+        try:
+            scattered = self.client.sync(scatter_all) if targets else []
+        except Exception as e:
+            gone = [w for w in targets if w not in set(scheduler_workers(self.client))]
+            if gone:
+                raise WorkersLost(gone) from e
+            raise
+        loads = [(addr, self.client.submit(
+            load_chunks, self.fit_id, self.problem, self._epoch, *data, workers=[addr],
             allow_other_workers=False, pure=False,
-            key=f"daskelastic-load-{self.fit_id}-{addr}-{uuid.uuid4().hex[:6]}")
+            key=f"daskelastic-load-{self.fit_id}-{addr}-{uuid.uuid4().hex[:6]}"))
             for addr, data in zip(targets, scattered)]
         del scattered
         return loads
@@ -613,65 +286,78 @@ class DaskBackend(Backend):
         """
         arrays = [X, y] + ([sample_weight] if sample_weight is not None else [])
         self._source = ("dask", (arrays, encoder))
-        blocks = _persisted_blocks(self.client, persisted or arrays)
+        blocks = persisted_blocks(self.client, persisted or arrays)
         del persisted
         who_has = self.client.who_has(blocks[0])
         sizes = {i: int(n) for i, n in enumerate(X.chunks[0])}
         self.chunk_sizes = sizes
         preferred = {i: list(who_has.get(f.key, ())) for i, f in enumerate(blocks[0])}
         plan = assign_chunks(sizes, self._workers, preferred=preferred)
+
+        self._touched.update(w for w, c in plan.items() if c)
         loads = []
         for addr, cids in plan.items():
             for cid in cids:
                 # a worker's rows are packed by the load task that completes
                 # them (no prepare call: one round trip less)
-                loads.append(self.client.submit(
-                    load_block, self.fit_id, self.problem, encoder, cid,
+                loads.append((addr, self.client.submit(
+                    load_block, self.fit_id, self.problem, self._epoch, encoder, cid,
                     *[b[cid] for b in blocks], pack_with=list(cids),
                     workers=[addr], allow_other_workers=False,
-                    pure=False, key=f"daskelastic-load-{self.fit_id}-{cid}"))
+                    pure=False, key=f"daskelastic-load-{self.fit_id}-{cid}")))
         # the chunks will live in the workers' solvers: drop dask's copies (no
         # reference to a block may stay in this frame, which an error's
         # traceback keeps)
         del blocks
-        self._finish_loading(loads, plan)
-        return plan
+        self._place_loaded(plan, lambda: loads)
+        return {w: self.placement.get(w, []) for w in dict.fromkeys([*plan, *self.placement])}
 
     def _reread_blocks(self, plan):
+        """Load the blocks of ``plan`` again from the dask arrays' graphs."""
         arrays, encoder = self._source[1]
+        self._touched.update(w for w, c in plan.items() if c)
         loads = []
         for addr, cids in plan.items():
             for cid in cids:
                 parts = self.client.compute([a.blocks[cid] for a in arrays])
-                loads.append(self.client.submit(
-                    load_block, self.fit_id, self.problem, encoder, cid, *parts,
+                loads.append((addr, self.client.submit(
+                    load_block, self.fit_id, self.problem, self._epoch, encoder, cid, *parts,
                     workers=[addr], allow_other_workers=False, pure=False,
-                    key=f"daskelastic-reload-{self.fit_id}-{cid}-{uuid.uuid4().hex[:6]}"))
+                    key=f"daskelastic-reload-{self.fit_id}-{cid}-{uuid.uuid4().hex[:6]}")))
                 del parts
         return loads
 
-    def _finish_loading(self, loads, plan):
+    def _place_loaded(self, plan, start):
+        """Load the data as ``plan`` says (``start()`` returns the load calls); publish.
+
+        A worker lost meanwhile is recovered from (its chunks go to the live
+        workers).  Any other error of a load closes the backend and is raised
+        again.
+        """
         if self.transport == "actor":
             # the actors start while the chunks load, instead of a round trip
             # of their own before the first round
             self._submit_actors([w for w, c in plan.items() if c])
-
-        def load():
-            try:
-                return self.client.gather(loads)
-            finally:
-                self.client.cancel(loads, force=True)
-
-        self._place_loaded(plan, load)
-
-    def _place_loaded(self, plan, load):
-        """Wait for ``load()`` (each load's ``Σ ‖x_i‖²``), then place and publish ``plan``.
-
-        An error of a load closes the backend and is raised again.
-        """
         error = None
         try:
-            self._sq_norm_sum = float(sum(load()))
+            try:
+                loads = start()
+                try:
+                    sums = gather_watching(self.client, loads)
+                finally:
+                    self._cancel_tasks(loads)
+                    del loads
+                self._sq_norm_sum = float(sum(sums))
+                self.placement = {w: sorted(c) for w, c in plan.items() if c}
+            except WorkersLost as lost:
+                # the rows' norms are summed again when asked for
+                self.placement = {w: sorted(c) for w, c in plan.items() if c}
+                self._sq_norm_sum = None
+                known = len(self.lost)
+                reread = self.recover(lost.workers)
+                self._events.append({"event": "worker_lost", "lost": self.lost[known:],
+                                     "reread_chunks": sorted(reread),
+                                     "discarded_round": None, "while": "loading"})
         except Exception as e:  # noqa: BLE001 - re-raised below, without references
             error = e
         if error is not None:
@@ -679,20 +365,25 @@ class DaskBackend(Backend):
             # a traceback would keep the frames, and with them the input's
             # futures, alive: raise the error without it
             raise error.with_traceback(None) from None
-        self.placement = {w: c for w, c in plan.items() if c}
         self.publish()
 
-    def _on_each_actor(self, method, args):
-        """Call ``method`` of the actors of ``args``' workers with their args; wait for all.
+    def _cancel_tasks(self, calls):
+        """Cancel the Dask futures among ``[(worker, call)]`` (their results are read)."""
+        futures = [c for _, c in calls if not hasattr(c, "set_result")]
+        if futures:
+            self.client.cancel(futures, force=True)
 
-        The calls go to the actors (see ``daskelastic.actor-calls``), which run them
-        after any round.
+    def take_events(self):
+        """The ``worker_lost`` events of workers lost while the data loaded.
+
+        Returns
+        -------
+        list of dict
+            The events not taken yet (see :meth:`Backend.take_events
+            <daskelastic.driver.Backend.take_events>`).
         """
-        with self.client.as_current():
-            self._ensure_actors()
-            calls = [getattr(self._actors[a], method)(*a_args) for a, a_args in args.items()]
-            for call in calls:
-                call.result()
+        events, self._events = self._events, []
+        return events
 
     @property
     def available_workers(self):
@@ -704,8 +395,9 @@ class DaskBackend(Backend):
         """Tell the scheduler plugin what this fit holds, wants and let go.
 
         The plugin vetoes downscaling the workers holding chunks and tells an
-        :class:`~daskelastic.ElasticAdaptive` the fit's target.  The first
-        call installs the plugin on the scheduler.
+        :class:`~daskelastic.ElasticAdaptive` the fit's target.  It is
+        installed when missing (:func:`~daskelastic.adaptive.publish_fit`)
+        and removed after the last fit (:meth:`close`).
 
         Parameters
         ----------
@@ -713,9 +405,7 @@ class DaskBackend(Backend):
             The fit's target number of workers; by default the number of
             workers holding chunks.
         """
-        if not self._published:
-            adaptive.install_plugin(self.client)
-            self._published = True
+        self._published = True
         adaptive.publish_fit(self.client, self.fit_id, self.placement,
                              len(self.placement) if target is None else target,
                              self.released)
@@ -750,6 +440,9 @@ class DaskBackend(Backend):
         ------
         RuntimeError
             When a round is running.
+        daskelastic.driver.WorkersLost
+            When a source or destination died: :meth:`recover` finds where
+            the chunks are.
         """
         if not moves:
             return
@@ -761,16 +454,21 @@ class DaskBackend(Backend):
         takes, puts = [], []
         for (src, dst), cids in pairs.items():
             tag = f"{self.fit_id}-{uuid.uuid4().hex[:8]}"
+            self._touched.add(dst)
             take = self.client.submit(
-                take_chunks, self.fit_id, cids, workers=[src], allow_other_workers=False,
-                pure=False, key=f"daskelastic-take-{tag}")
+                take_chunks, self.fit_id, self._epoch, cids, workers=[src],
+                allow_other_workers=False, pure=False, key=f"daskelastic-take-{tag}")
             put = self.client.submit(
-                put_chunks, self.fit_id, self.problem, take, workers=[dst],
+                put_chunks, self.fit_id, self.problem, self._epoch, take, workers=[dst],
                 allow_other_workers=False, pure=False, key=f"daskelastic-put-{tag}")
-            takes.append(take)
-            puts.append(put)
-        self.client.gather(puts)
-        self.client.cancel(takes + puts, force=True)
+            takes.append((src, take))
+            puts.append((dst, put))
+        try:
+            # a put waits for its take's result, which dies with the source:
+            # watch both ends
+            gather_watching(self.client, puts, also_watch=[s for s, _ in takes])
+        finally:
+            self._cancel_tasks(takes + puts)
         for cid, src, dst in moves:
             self.placement[src].remove(cid)
             self.placement.setdefault(dst, []).append(cid)
@@ -828,11 +526,9 @@ class DaskBackend(Backend):
         actor_keys = self._drop_actors(workers)
         if not retire:
             # free their memory for other work; a retired worker's goes with
-            # it (and close() drops the fit everywhere, retired or not)
-            futs = [self.client.submit(drop_fit, self.fit_id, workers=[a],
-                                       allow_other_workers=False, pure=False)
-                    for a in workers]
-            self.client.gather(futs)
+            # it (and close() drops the fit everywhere, retired or not).  On
+            # the workers' event loops: a worker that died meanwhile is skipped
+            self.client.run(drop_fit, self.fit_id, workers=workers, on_error="ignore")
         for w in workers:
             if w in self._workers:
                 self._workers.remove(w)
@@ -891,27 +587,37 @@ class DaskBackend(Backend):
                 self.client.cancel([fut], force=True)
         return keys
 
+    # -- lost workers -------------------------------------------------------------
     def recover(self, lost, *, discard_round=None, settlements=None, speeds=None):
-        """Carry on without the ``lost`` workers.
+        """Carry on without the ``lost`` workers, whatever was under way.
 
-        Finishes the running round on the live workers (asking them to stop
-        first, with the actor transport) and discards it (``discard_round``)
-        or applies the ``settlements`` of the last round; then re-reads the
-        lost workers' chunks from the input onto live workers (balanced by
-        ``speeds``), their ``α`` restarted at zero: in-memory chunks from the
-        copies kept on the driver, dask blocks by recomputing them from the
-        arrays' task graphs.  The driver recomputes ``w`` from the surviving
-        ``α`` afterwards.
+        The running round is asked to stop on the live workers and waited
+        for.  Then, in a new epoch (see
+        :class:`~daskelastic.backends.dask.worker.WorkerFit`), every live
+        worker the fit ever sent chunks to says which chunks it holds, and
+        settles its pending round: committed where ``settlements`` commits
+        it (the last round's, which a worker may not have received),
+        discarded otherwise — so ``discard_round``, the round that was
+        running, is discarded everywhere.  The chunks held nowhere (the lost
+        workers', and those of a move or a load cut short) are re-read from
+        the input onto live workers (balanced by ``speeds``), their ``α``
+        restarted at zero: in-memory chunks from the copies kept on the
+        driver, dask blocks by recomputing them from the arrays' task
+        graphs.  Workers that die meanwhile are recovered from too.  When
+        every worker of the fit is gone, the fit takes the cluster's other
+        workers (waiting ``daskelastic.fault.worker-timeout`` seconds for
+        one, e.g. a worker its nanny restarts).  The driver recomputes ``w``
+        from the workers' ``α`` afterwards.
 
         Parameters
         ----------
         lost : iterable of str
             Addresses of the workers that died.
         discard_round : int, optional
-            The round that was running, to discard on the live workers.
+            The round that was running (discarded, as any pending round the
+            settlements do not commit).
         settlements : dict, optional
-            ``{worker: (round_id, gamma or None)}`` of the last round, applied
-            when no round was running (ignored with ``discard_round``).
+            ``{worker: (round_id, gamma or None)}`` of the last round.
         speeds : dict, optional
             ``{worker: relative throughput}`` for placing the re-read chunks;
             1 for a worker not given.
@@ -924,56 +630,119 @@ class DaskBackend(Backend):
         Raises
         ------
         RuntimeError
-            When every worker of the fit was lost.
+            When every worker was lost and none joined in time.
         """
         lost = set(lost)
-        pending, self._pending = self._pending, {}
-        stops, self._stop_calls = self._stop_calls, []
-        if self.transport == "actor":
-            with self.client.as_current():
-                for a in pending:
-                    if a not in lost and a in self._actors:
-                        stops.append(self._actors[a].stop(discard_round))
-        for call in list(pending.values()) + stops:
+        self._finish_round(lost)
+        reread = {}
+        while True:
             try:
-                call.result()
-            except Exception as e:  # noqa: BLE001 - only a lost worker's error is expected
-                if not _is_lost_error(e):
-                    raise
-        self._drop_actors(lost)
+                reread.update(self._resync(lost, settlements or {}, speeds or {}))
+                break
+            except WorkersLost as more:
+                lost.update(more.workers)
+        self.lost.extend(w for w in sorted(lost) if w not in self.lost)
+        self.publish()
+        # a chunk re-read twice (its first destination died too) is where it
+        # was read last
+        return {c: w for c, w in reread.items() if c in self.placement.get(w, ())}
+
+    def _finish_round(self, lost):
+        """Stop the running round on the live workers and wait for it; add losses to ``lost``."""
+        pending, self._pending, self._signals = self._pending, {}, {}
+        calls = [(a, c) for a, c in pending.items() if a not in lost] + self._stop_calls
+        self._stop_calls = []
+        if pending and self._round_id is not None:
+            live = [a for a in pending if a not in lost]
+            if live:
+                try:
+                    self.stop_round(self._round_id, live)
+                except Exception as e:  # noqa: BLE001 - a worker may have gone too
+                    if not is_lost_error(e):
+                        raise
+                calls += self._stop_calls
+                self._stop_calls = []
+        while calls:
+            try:
+                gather_watching(self.client, calls)
+                return
+            except WorkersLost as more:
+                lost.update(more.workers)
+                calls = [(a, c) for a, c in calls if a not in lost]
+
+    def _resync(self, lost, settlements, speeds):
+        """One attempt of :meth:`recover`'s survey and re-reading (may raise WorkersLost)."""
+        self._epoch += 1
+        live = set(scheduler_workers(self.client)) - lost
+        survey = sorted(w for w in self._touched if w in live)
+        answers = self.client.run(resync, self.fit_id, self._epoch,
+                                  {w: settlements.get(w) for w in survey},
+                                  workers=survey, on_error="return") if survey else {}
+        gone = set(survey) - set(answers)
+        placement = {}
+        for w, answer in answers.items():
+            if isinstance(answer, Exception):
+                if not is_lost_error(answer):
+                    raise answer
+                gone.add(w)
+            elif answer:
+                placement[w] = sorted(answer)
+        if gone:
+            raise WorkersLost(sorted(gone))
         for w in lost:
+            self._actors.pop(w, None)
+            self._actor_futures.pop(w, None)
             if w in self._workers:
                 self._workers.remove(w)
-        live_now = set(self.live_workers())
-        if not [w for w in self._workers if w in live_now]:
-            raise RuntimeError("every worker of the fit was lost")
-        orphans = [c for w in lost for c in self.placement.pop(w, [])]
-        self.lost.extend(w for w in lost if w not in self.lost)
-        live = list(self.placement)
-        if discard_round is not None:
-            self._on_each(settle, per_worker={w: (discard_round, None) for w in live})
-        elif settlements:
-            self._on_each(settle, per_worker={w: s for w, s in settlements.items()
-                                              if w in self.placement})
-        keep = [w for w in self._workers if w in live_now]
-        speeds = {w: (speeds or {}).get(w, 1.0) for w in keep}
-        load = {w: sum(self.chunk_sizes[c] for c in self.placement.get(w, ())) for w in keep}
+        self.placement = placement
+        held = {c for cids in placement.values() for c in cids}
+        missing = sorted(set(self.chunk_sizes) - held)
+        if not missing:
+            return {}
+        keep = self._recovery_workers(live, lost)
+        speeds = {w: speeds.get(w, 1.0) for w in keep}
+        load = {w: sum(self.chunk_sizes[c] for c in placement.get(w, ())) for w in keep}
         plan = defaultdict(list)
-        for c in sorted(orphans, key=lambda c: (-self.chunk_sizes[c], c)):
+        for c in sorted(missing, key=lambda c: (-self.chunk_sizes[c], c)):
             dest = min(keep, key=lambda w: ((load[w] + self.chunk_sizes[c]) / speeds[w],
                                             keep.index(w)))
             plan[dest].append(c)
             load[dest] += self.chunk_sizes[c]
-        if self._source[0] == "chunks":
-            loads = self._scatter_chunks(plan)
-        else:
-            loads = self._reread_blocks(plan)
-        self.client.gather(loads)
-        self.client.cancel(loads, force=True)
+        loads = (self._send_chunks(plan) if self._source[0] == "chunks"
+                 else self._reread_blocks(plan))
+        try:
+            gather_watching(self.client, loads)
+        finally:
+            self._cancel_tasks(loads)
         for w, cids in plan.items():
             self.placement[w] = sorted(self.placement.get(w, []) + cids)
-        self.publish()
         return {c: w for w, cids in plan.items() for c in cids}
+
+    def _recovery_workers(self, live, lost):
+        """Where re-read chunks may go: the fit's live workers, else the cluster's others.
+
+        With none of its own left, the fit takes as many of the cluster's
+        other workers as it lost (those it released last), waiting up to
+        ``daskelastic.fault.worker-timeout`` seconds for one to join.
+        """
+        keep = [w for w in self._workers if w in live]
+        if keep:
+            return keep
+        deadline = time.monotonic() + float(config.get("fault.worker-timeout"))
+        while True:
+            others = sorted(live, key=lambda w: (w in self.released, w))
+            if others:
+                keep = others[:max(len(lost), 1)]
+                self._workers.extend(keep)
+                self.released = [w for w in self.released if w not in keep]
+                return keep
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"every worker of the fit was lost ({', '.join(sorted(lost))}) and no "
+                    f"worker joined the cluster within "
+                    f"{config.get('fault.worker-timeout')} s (daskelastic.fault.worker-timeout)")
+            time.sleep(0.25)
+            live = set(scheduler_workers(self.client)) - lost
 
     # -- rounds ----------------------------------------------------------------
     def workers(self):
@@ -983,21 +752,27 @@ class DaskBackend(Backend):
         """Start an actor on each of ``workers`` that has none (without waiting)."""
         self._actor_futures.update({addr: self.client.submit(
             RoundActor, self.fit_id, workers=[addr], allow_other_workers=False,
-            actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}")
+            actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}-{self._epoch}")
             for addr in workers if addr not in self._actor_futures})
 
     def _ensure_actors(self, workers=None):
         """Have an actor proxy for each of ``workers`` (default: the placement's)."""
         missing = [a for a in (self.placement if workers is None else workers)
                    if a not in self._actors]
-        if missing:
-            self._submit_actors(missing)
-            setting = config.get("actor-calls")
-            for a in missing:
-                future = self._actor_futures[a]
-                actor = future.result()   # once the actor is up
-                self._actors[a] = (_DirectCalls(self.client, a, future.key)
-                                   if _calls_direct(self.client, a, setting) else actor)
+        if not missing:
+            return
+        self._submit_actors(missing)
+        gather_watching(self.client, [(a, self._actor_futures[a]) for a in missing])
+        setting = config.get("actor-calls")
+        for a in missing:
+            future = self._actor_futures[a]
+            if calls_direct(self.client, a, setting):
+                self._actors[a] = ActorCalls(self.client, a, future.key)
+            else:
+                # the proxy binds to the current client as it is unpickled
+                with client_context(self.client):
+                    self._actors[a] = ActorCalls(self.client, a, future.key,
+                                                 actor=future.result())
 
     def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
                     slowdowns=None):
@@ -1006,21 +781,20 @@ class DaskBackend(Backend):
         slowdowns = slowdowns or {}
         self._round_id = round_id
         if self.transport == "actor":
-            # actor proxies find their client through the current-client context
-            with self.client.as_current():
-                self._ensure_actors()
-                self._pending = {
-                    addr: self._actors[addr].run_round(
-                        round_id, w, settlements.get(addr), inv_lam_n, sigma, steps, seed,
-                        float(slowdowns.get(addr, 1.0)))
-                    for addr in self.placement}
-            return
-        self._pending = {addr: self.client.submit(
-            run_round, self.fit_id, round_id, w, settlements.get(addr), inv_lam_n, sigma,
-            steps, seed, float(slowdowns.get(addr, 1.0)),
-            workers=[addr], allow_other_workers=False, pure=False,
-            key=f"daskelastic-round-{round_id}-{self.fit_id}-{addr}")
-            for addr in self.placement}
+            self._ensure_actors()
+            self._pending = {
+                addr: self._actors[addr].run_round(
+                    round_id, w, settlements.get(addr), inv_lam_n, sigma, steps, seed,
+                    float(slowdowns.get(addr, 1.0)))
+                for addr in self.placement}
+        else:
+            self._pending = {addr: self.client.submit(
+                run_round, self.fit_id, round_id, w, settlements.get(addr), inv_lam_n,
+                sigma, steps, seed, float(slowdowns.get(addr, 1.0)),
+                workers=[addr], allow_other_workers=False, pure=False,
+                key=f"daskelastic-round-{round_id}-{self.fit_id}-{addr}")
+                for addr in self.placement}
+        self._signals = {a: done_signal(c) for a, c in self._pending.items()}
 
     def wait_results(self, timeout=None):
         """Wait up to ``timeout`` seconds for more results of the running round.
@@ -1042,34 +816,22 @@ class DaskBackend(Backend):
         ------
         daskelastic.driver.WorkersLost
             When a worker's round call failed because the worker is gone
-            (its connection closed or the scheduler lost it).  Any other
-            error of a round call is raised as it is.
+            (its connection closed) or the scheduler no longer lists it.  Any
+            other error of a round call is raised as it is.
         """
         if not self._pending:
             return {}
-        if self.transport == "actor":
-            if not any(c.done() for c in self._pending.values()) and timeout != 0:
-                self.client.sync(_wait_first_actor_call, list(self._pending.values()),
-                                 timeout)
-            done = [a for a, c in self._pending.items() if c.done()]
-        else:
-            try:
-                with self.client.as_current():
-                    wait(list(self._pending.values()), timeout=timeout,
-                         return_when="FIRST_COMPLETED")
-            except (DaskTimeoutError, TimeoutError):
-                pass
-            done = [a for a, f in self._pending.items() if f.done()]
+        done = wait_any(self.client, self._signals, timeout)
         out, lost = {}, []
         for a in done:
             try:
-                out[a] = self._pending[a].result()
-            except Exception as e:  # noqa: BLE001 - a lost worker is recovered from
-                if not _is_lost_error(e):
-                    raise
+                # a task's result may still have to come from its worker
+                out[a] = result_watching(self.client, self._pending[a], [a])
+            except WorkersLost:
                 lost.append(a)
                 continue
             del self._pending[a]
+            del self._signals[a]
         if lost:
             raise WorkersLost(lost)
         if not self._pending:
@@ -1078,38 +840,40 @@ class DaskBackend(Backend):
 
     def stop_round(self, round_id, workers):
         if self.transport == "actor":
-            with self.client.as_current():
-                self._stop_calls.extend(self._actors[a].stop(round_id) for a in workers)
+            self._stop_calls.extend((a, self._actors[a].stop(round_id)) for a in workers
+                                    if a in self._actors)
         else:
-            self.client.run(request_stop, self.fit_id, round_id, workers=list(workers))
+            self.client.run(request_stop, self.fit_id, round_id, workers=list(workers),
+                            on_error="ignore")
 
     def _collect_stop_calls(self):
+        """Wait for the stop requests of the round (a stopped worker may be gone)."""
         calls, self._stop_calls = self._stop_calls, []
-        lost = []
-        for c in calls:
-            try:
-                c.result()
-            except Exception as e:  # noqa: BLE001 - a stopped worker may be gone
-                if not _is_lost_error(e):
-                    raise
-                lost.append(c)
-        return lost
+        try:
+            gather_watching(self.client, calls)
+        except WorkersLost:
+            pass   # noticed by the next call to it
 
     def _on_each(self, func, *args, per_worker=None):
-        futures = {}
+        calls = []
         for addr in self.placement:
             extra = () if per_worker is None else (per_worker.get(addr),)
-            futures[addr] = self.client.submit(
+            calls.append((addr, self.client.submit(
                 func, self.fit_id, *args, *extra, workers=[addr],
-                allow_other_workers=False, pure=False)
-        return dict(zip(futures, self.client.gather(list(futures.values()))))
+                allow_other_workers=False, pure=False)))
+        try:
+            return dict(zip([a for a, _ in calls], gather_watching(self.client, calls)))
+        finally:
+            self._cancel_tasks(calls)
 
     def settle(self, settlements):
         if self.transport != "actor":
             self._on_each(settle, per_worker=settlements)
             return
-        self._on_each_actor("settle", {a: (s,) for a, s in settlements.items()
-                                       if s is not None and a in self.placement})
+        targets = [a for a, s in settlements.items() if s is not None and a in self.placement]
+        self._ensure_actors(targets)
+        gather_watching(self.client, [(a, self._actors[a].settle(settlements[a]))
+                                      for a in targets])
 
     def row_sq_norm_sum(self):
         # the rows stay the same when chunks move or are re-read: the load
@@ -1157,7 +921,7 @@ class DaskBackend(Backend):
                 self.stop_round(self._round_id, list(self._pending))
             except Exception:  # noqa: BLE001 - closing after a failure
                 pass
-        self._pending = {}
+        self._pending, self._signals = {}, {}
         self._stop_calls = []
         self._actors = {}
         if self._actor_futures:

@@ -1,0 +1,82 @@
+"""Helpers of the cluster tests: small LocalClusters, real kills, the invariants at round ends."""
+
+import logging
+import os
+import signal
+import time
+
+import numpy as np
+from distributed import LocalCluster
+
+from daskelastic.backends.dask import scheduler_workers
+
+
+def local_cluster(n, **kwargs):
+    """A LocalCluster of ``n`` single-threaded worker processes (each under a nanny)."""
+    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                        dashboard_address=":0", silence_logs=logging.ERROR, **kwargs)
+
+
+def live(client):
+    """The addresses of the scheduler's workers, asked now."""
+    return set(scheduler_workers(client))
+
+
+def wait_for(condition, timeout=20.0):
+    """Poll ``condition`` every 0.1 s for up to ``timeout`` seconds; its last value."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def kill(client, workers, sig=signal.SIGKILL):
+    """Send ``sig`` to the processes of ``workers`` (their nannies restart killed ones)."""
+    pids = client.run(os.getpid, workers=list(workers), on_error="ignore")
+    for w in workers:
+        os.kill(pids[w], sig)
+    return pids
+
+
+def fit_leftovers(client):
+    """What fits left on the cluster: solver state, daskelastic keys, elastic fit records."""
+    from daskelastic.adaptive import PLUGIN_NAME
+
+    state = client.run(lambda dask_worker: sorted(getattr(dask_worker, "_daskelastic_fits",
+                                                          {})), on_error="ignore")
+    keys = sorted({str(k) for ks in client.has_what().values() for k in ks
+                   if "daskelastic" in str(k)})
+    records = client.run_on_scheduler(
+        lambda dask_scheduler: sorted(getattr(dask_scheduler.plugins.get(PLUGIN_NAME),
+                                              "fits", {})))
+    return {"state": {w: s for w, s in state.items() if s}, "keys": keys, "records": records}
+
+
+class InvariantChecker:
+    """A ``round_hook`` that checks invariants 1 and 2 at every round boundary.
+
+    1. ``w = Σ α_i x_i / (λn)``: the workers' committed ``α`` give the driver's ``v``;
+    2. every chunk lives on exactly one live worker.
+    """
+
+    def __init__(self, client, n_chunks, n_rows, action=None):
+        self.client = client
+        self.n_chunks = n_chunks
+        self.n_rows = n_rows
+        self.action = action
+        self.rounds = 0
+
+    def __call__(self, round_id, w, backend, v, inv_lam_n):
+        np.testing.assert_allclose(backend.alpha_sum() * inv_lam_n, v, rtol=1e-9,
+                                   atol=1e-12)
+        held = backend.describe()
+        chunks = [c for d in held.values() for c in d["chunks"]]
+        assert sorted(chunks) == list(range(self.n_chunks))
+        assert sum(d["rows"] for d in held.values()) == self.n_rows
+        assert set(held) <= live(self.client)
+        assert {k: d["chunks"] for k, d in held.items()} == backend.placement
+        self.rounds += 1
+        if self.action is not None:
+            self.action(round_id, backend)
