@@ -6,7 +6,6 @@ normalised problem (:mod:`daskelastic.objective`), hand the data to a backend
 numerics and submit no futures themselves.
 """
 
-import contextlib
 import copy
 import inspect
 import numbers
@@ -35,7 +34,7 @@ from .objective import lambda_from_C
 from .placement import make_chunks, split_rows
 from .policies import STRAGGLER_POLICIES, StragglerPolicy, make_straggler_policy
 from .scaling import SCALING_POLICIES, ScalingPolicy
-from .session import BACKENDS, current_client, fit_session
+from .session import BACKENDS, client_context, current_client, fit_session
 from .targets import TargetEncoder, not_finite
 
 __all__ = ["LogisticRegression", "LinearSVC", "Ridge"]
@@ -151,15 +150,6 @@ def _check_class_weights(cw, classes, balanced):
         raise ValueError("class_weight gives every class the weight 0")
 
 
-def _in_context(client):
-    """``client.as_current()``, or no change without a client.
-
-    Dask collections computed inside use the fit's client even when it is not
-    the default one.
-    """
-    return contextlib.nullcontext() if client is None else client.as_current()
-
-
 class _CoCoABase(BaseEstimator):
     """Shared fit machinery of the CoCoA+ estimators."""
 
@@ -208,8 +198,11 @@ class _CoCoABase(BaseEstimator):
     def __getstate__(self):
         state = super().__getstate__()
         if state.get("client") is not None:
+            # a client cannot travel to another process; the copy remembers
+            # it had one, to say so when it fits without (see _fit_holding)
             state = dict(state)
             state["client"] = None
+            state["_client_lost"] = True
         return state
 
     # -- problem construction --------------------------------------------------
@@ -255,9 +248,19 @@ class _CoCoABase(BaseEstimator):
         if status not in ("running", "connecting"):
             raise ValueError(f"the Dask client is {status}: pass a running client, or "
                              "none to use the current one")
+        if self.__dict__.pop("_client_lost", False) and self.client is None \
+                and current_client() is None:
+            warnings.warn(
+                f"this {type(self).__name__} lost its Dask client when it was pickled "
+                "(e.g. sent to a joblib process by GridSearchCV or cross_validate with "
+                "n_jobs): it fits without the cluster, in this process. To search on "
+                "the cluster, run the search under joblib's Dask backend (with "
+                "joblib.parallel_backend('dask'): ...) or with threads and the client "
+                "(with joblib.parallel_backend('threading'): ...); see the user guide, "
+                "'Hyper-parameter searches'", UserWarning, stacklevel=3)
         dask_input = _is_dask_collection(X)
         if dask_input:
-            with _in_context(self.client):
+            with client_context(self.client):
                 X, y, sample_weight, encoder = self._prepare_dask(X, y, sample_weight, held)
             n, d = X.shape
             n_values = n * d
@@ -424,14 +427,14 @@ class _CoCoABase(BaseEstimator):
         try:
             encoder = self._make_encoder_dask(held[1] if held else y,
                                               sample_weight if sample_weight is None
-                                              or not held else held[2])
+                                              or not held else held[2], client)
         except Exception as error:
             # the labels' frames hold persisted arrays (``held`` itself is
             # emptied by ``_fit``): raise the error without their traceback
             raise error.with_traceback(None) from None
         return X, y, sample_weight, encoder
 
-    def _make_encoder_dask(self, y, sample_weight):
+    def _make_encoder_dask(self, y, sample_weight, client=None):
         raise NotImplementedError
 
     # -- prediction ---------------------------------------------------------------
@@ -549,7 +552,7 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
-    def _make_encoder_dask(self, y, sample_weight):
+    def _make_encoder_dask(self, y, sample_weight, client=None):
         import dask
 
         if y.ndim != 1:
@@ -564,7 +567,7 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         sw_blocks = ([None] * len(y_blocks) if sample_weight is None
                      else sample_weight.to_delayed().ravel())
         parts = dask.compute(*[dask.delayed(_block_labels_and_weights, pure=False)(yb, swb)
-                               for yb, swb in zip(y_blocks, sw_blocks)])
+                               for yb, swb in zip(y_blocks, sw_blocks)], scheduler=client)
         classes = np.unique(np.concatenate([p[0] for p in parts]))
         if classes.dtype.kind == "f" and np.isnan(classes).any():
             raise ValueError("Input y contains NaN.")
@@ -1114,7 +1117,7 @@ class Ridge(RegressorMixin, _CoCoABase):
                 else np.zeros(y2.shape[1])
         return TargetEncoder(offset=offset, n_targets=y2.shape[1])
 
-    def _make_encoder_dask(self, y, sample_weight):
+    def _make_encoder_dask(self, y, sample_weight, client=None):
         import dask.array as da
 
         self._y_ndim = y.ndim
@@ -1124,12 +1127,13 @@ class Ridge(RegressorMixin, _CoCoABase):
             sw = da.ones(y.shape[0], chunks=y.chunks[0]) if sample_weight is None \
                 else sample_weight
             num, den, smallest = da.compute((sw[:, None] * y2).sum(axis=0), sw.sum(),
-                                            sw.min())
+                                            sw.min(), scheduler=client)
             if sample_weight is not None:
                 _check_weights(smallest, den)
             offset = num / den if den > 0 else np.zeros_like(num)
         elif sample_weight is not None:
-            _check_weights(*da.compute(sample_weight.min(), sample_weight.sum()))
+            _check_weights(*da.compute(sample_weight.min(), sample_weight.sum(),
+                                       scheduler=client))
         return TargetEncoder(offset=offset, n_targets=y2.shape[1])
 
     def _set_fitted(self, result, encoder, problem, dtype):
