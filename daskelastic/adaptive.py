@@ -29,6 +29,8 @@ from distributed.deploy.adaptive import Adaptive
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 
+from . import config
+
 __all__ = ["ElasticAdaptive", "ElasticSchedulerPlugin", "PLUGIN_NAME", "install_plugin",
            "publish_fit", "end_fit", "elastic_state", "retire_released"]
 
@@ -277,7 +279,9 @@ class ElasticAdaptive(Adaptive):
     cluster : distributed.deploy.Cluster
         The cluster to scale (``cluster.adapt`` passes it).
     interval : str or float, optional
-        Seconds between adaptations (``distributed.adaptive.interval``).
+        Time between adaptations; ``daskelastic.elastic.adaptive-interval``
+        (250 ms) by default, not Dask's second: a worker a fit let go is
+        closed at the next adaptation, and each costs two scheduler calls.
     minimum, maximum : int, optional
         Bounds on the number of workers.
     wait_count : int, optional
@@ -303,6 +307,8 @@ class ElasticAdaptive(Adaptive):
 
     def __init__(self, cluster=None, interval=None, minimum=None, maximum=None,
                  wait_count=None, target_duration=None, worker_key=None, **kwargs):
+        if interval is None:
+            interval = config.get("elastic.adaptive-interval")
         super().__init__(cluster=cluster, interval=interval, minimum=minimum,
                          maximum=maximum, wait_count=wait_count,
                          target_duration=target_duration, worker_key=worker_key, **kwargs)

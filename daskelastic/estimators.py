@@ -75,6 +75,29 @@ def _numpy_dtype(dtype):
     return np.dtype(np.float64)
 
 
+def _check_numeric(X):
+    """Raise, in this process and from metadata alone, for a dask ``X`` that is not numbers.
+
+    A string or categorical column would otherwise fail in the workers'
+    load tasks, block by block.
+    """
+    import dask.dataframe as dd
+
+    if isinstance(X, dd.DataFrame):
+        bad = [(c, t) for c, t in X.dtypes.items()
+               if (_numpy_dtype(t) or t).kind not in "biuf"]
+        if bad:
+            names = [str(c) for c, _ in bad]
+            raise ValueError(
+                "X has columns that are not numbers: "
+                + ", ".join(f"{c!r} ({t})" for c, t in bad)
+                + ". daskelastic fits numeric features: encode these first, e.g. one-hot "
+                f"with dask.dataframe.get_dummies(X.categorize(columns={names!r})); the "
+                "command line (python -m daskelastic fit) one-hot encodes them itself")
+    elif getattr(X, "dtype", None) is not None and np.dtype(X.dtype).kind not in "biuf":
+        raise ValueError(f"X has dtype {X.dtype}: daskelastic fits numeric features")
+
+
 def _dask_to_array(X, name, lengths=True):
     """A dask array from a dask array/dataframe/series, with known row chunks if ``lengths``.
 
@@ -387,6 +410,7 @@ class _CoCoABase(BaseEstimator):
     def _prepare_dask(self, X, y, sample_weight, held):
         import dask.array as da
 
+        _check_numeric(X)
         Xa = _dask_to_array(X, "X")
         if Xa.ndim != 2:
             raise ValueError(f"X must be 2-d, got {Xa.ndim}-d")
@@ -445,6 +469,7 @@ class _CoCoABase(BaseEstimator):
             # scikit-learn's checks of the feature names and their number,
             # without computing anything
             validate_data(self, _columns_of(X), reset=False, skip_check_array=True)
+            _check_numeric(X)
             Xa = _dask_to_array(X, "X", lengths=False).rechunk({1: -1})
             if Xa.dtype not in (np.float32, np.float64):   # as validate_data does
                 Xa = Xa.astype(np.float64)

@@ -40,14 +40,23 @@ def kill(client, workers, sig=signal.SIGKILL):
     return pids
 
 
-def fit_leftovers(client):
-    """What fits left on the cluster: solver state, daskelastic keys, elastic fit records."""
+def fit_leftovers(client, timeout=5.0):
+    """What fits left on the cluster: solver state, keys in memory, elastic fit records.
+
+    Released futures leave the scheduler a moment later (the client's releases
+    travel batched): this waits up to ``timeout`` seconds for them to go.
+    """
+    wait_for(lambda: not _leftovers(client)["keys"], timeout=timeout)
+    return _leftovers(client)
+
+
+def _leftovers(client):
     from daskelastic.adaptive import PLUGIN_NAME
 
     state = client.run(lambda dask_worker: sorted(getattr(dask_worker, "_daskelastic_fits",
                                                           {})), on_error="ignore")
-    keys = sorted({str(k) for ks in client.has_what().values() for k in ks
-                   if "daskelastic" in str(k)})
+    # every key: the fit's tasks and actors, and the input it persisted
+    keys = sorted({str(k) for ks in client.has_what().values() for k in ks})
     records = client.run_on_scheduler(
         lambda dask_scheduler: sorted(getattr(dask_scheduler.plugins.get(PLUGIN_NAME),
                                               "fits", {})))

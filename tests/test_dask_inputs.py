@@ -20,6 +20,8 @@ from sklearn.model_selection import cross_val_score
 import daskelastic as de
 from daskelastic import estimators
 
+from cluster_checks import fit_leftovers
+
 COLUMNS = ["children", "morekids", "age", "afam", "hispanic", "other", "work"]
 
 
@@ -159,6 +161,52 @@ def test_bad_dask_labels_and_weights_get_scikit_learns_errors(fertility, client,
         with pytest.raises(ValueError, match=message):
             de.LogisticRegression(backend="dask", **kw).fit(
                 make(X), *[make(a) for a in args])
+
+
+@pytest.mark.parametrize("case, message", [
+    ("NaN in a late block", r"X contains NaN or infinity \(in row block 3: rows 1,500 to "
+                            r"1,999 of the input\)"),
+    ("one class", "at least 2 classes in the data, but the data contains only one class"),
+    ("categorical column", r"X has columns that are not numbers: 'age' \(category\)\. "
+                           r"daskelastic fits numeric features"),
+    ("string column", r"X has columns that are not numbers: 'afam' \(string\), "
+                      r"'work' \(string\)"),
+])
+def test_bad_dask_input_at_scale_is_a_clear_error_here(fertility, client, case, message):
+    """Raised in this process (by daskelastic's own code, not a worker's task),
+    before or while the blocks load; the cluster is left clean and usable."""
+    X, y, frame = fertility
+    if case == "NaN in a late block":
+        X = X.copy()
+        X[1990, 2] = np.nan
+        data = (_chunked(X), _chunked(y))
+    elif case == "one class":
+        data = (_chunked(X), _chunked(np.zeros_like(y)))
+    else:
+        frame = frame.copy()
+        if case == "categorical column":
+            frame["age"] = pd.Categorical(np.where(frame.age > 30, "older", "younger"))
+        else:
+            frame["work"] = pd.array(np.where(frame.work > 20, "a lot", "less"), "string")
+            frame["afam"] = pd.array(np.where(frame.afam > 0, "yes", "no"), "string")
+        data = (dd.from_pandas(frame, npartitions=4), dd.from_pandas(pd.Series(y), npartitions=4))
+    with pytest.raises(ValueError, match=message) as error:
+        de.LogisticRegression(tol=1e-4).fit(*data)
+    assert "/daskelastic/" in str(error.traceback[-1].path)
+    assert "worker.py" not in str(error.traceback[-1].path)
+    assert fit_leftovers(client) == {"state": {}, "keys": [], "records": []}
+    clf = de.LogisticRegression(tol=1e-4).fit(_chunked(fertility[0]), _chunked(y))
+    assert clf.duality_gap_ <= 1e-4
+
+
+def test_a_class_seen_in_one_partition_only_is_fitted_as_in_memory(fertility, client):
+    X, y, _ = fertility
+    labels = np.where(np.arange(len(y)) >= 1500, y, 0)     # class 1 in the last block only
+    ours = de.LogisticRegression(tol=1e-8, max_iter=5000).fit(_chunked(X), _chunked(labels))
+    ref = de.LogisticRegression(tol=1e-8, max_iter=5000, backend="inprocess").fit(X, labels)
+    np.testing.assert_array_equal(ours.classes_, [0, 1])
+    assert abs(ours.history_[-1]["primal"] - ref.history_[-1]["primal"]) \
+        <= 1e-6 * ref.history_[-1]["primal"]
 
 
 def test_balanced_class_weights_count_sample_weights_as_scikit_learn_does(fertility):

@@ -10,6 +10,7 @@ checks the invariants at every round boundary:
 import collections
 import os
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -203,6 +204,73 @@ def test_elastic_adaptive_closes_the_released_workers(table):
                     if ev["event"] == "scale_in" and ev["retired"]]
         # with the fit over, Adaptive follows Dask's own target again
         assert elastic_state(client)["fits"] == {}
+
+
+def _sample_workers(client, counts, done):
+    """Append the scheduler's number of workers to ``counts`` every 0.1 s until ``done``."""
+    while not done.is_set():
+        counts.append(len(client.ncores()))
+        time.sleep(0.1)
+
+
+def test_released_workers_leave_the_cluster_while_the_fit_goes_on(table):
+    """With an ElasticAdaptive at its defaults, a scale-in shrinks a real 4-worker
+    cluster before the fit ends (the worker count sampled every 0.1 s from another
+    thread; the fit stops once the sampler saw fewer workers, or after 30 s)."""
+    with local_cluster(4) as cluster, Client(cluster) as client:
+        X, y = table
+        backend, enc = _backend(client, table)
+        Y, sw = enc.encode(y, None)
+        backend.load_chunks(make_chunks(X, Y, sw, split_rows(X.shape[0], n_chunks=16),
+                                        shuffle=0))
+        cluster.adapt(Adaptive=de.ElasticAdaptive, minimum=1, maximum=4)
+        counts, done = [], threading.Event()
+        sampler = threading.Thread(target=_sample_workers, args=(client, counts, done))
+        sampler.start()
+        deadline = time.monotonic() + 30
+
+        def fewer():
+            return bool(counts) and counts[-1] < 4
+
+        try:
+            result = run_cocoa(backend, backend.problem, tol=0.0, max_iter=100_000,
+                               scaling_policy=ScheduledScaling({2: 2}),
+                               callback=lambda entry: fewer() or time.monotonic() > deadline)
+        finally:
+            done.set()
+            sampler.join()
+            backend.close()
+        assert counts[0] == 4
+        assert fewer(), f"the cluster kept 4 workers for 30 s after the scale-in: {counts}"
+        scale_ins = [ev for e in result.history for ev in e["events"]
+                     if ev["event"] == "scale_in"]
+        assert [(ev["from"], ev["to"]) for ev in scale_ins] == [(4, 2)]
+        assert result.history[-1]["n_workers"] == 2
+
+
+@pytest.mark.slow
+def test_scale_in_on_the_full_flights_table_shows_before_the_fit_ends():
+    """The issue's recipe: 4 workers, ElasticAdaptive, the convergence policy, the
+    full flights table to 1e-6; fewer workers are seen while the fit runs."""
+    from daskelastic.datasets import load_flights
+
+    X, y, _ = load_flights()
+    with local_cluster(4) as cluster, Client(cluster) as client:
+        cluster.adapt(Adaptive=de.ElasticAdaptive, minimum=1, maximum=4)
+        assert wait_for(lambda: len(live(client)) == 4)
+        counts, done = [], threading.Event()
+        sampler = threading.Thread(target=_sample_workers, args=(client, counts, done))
+        sampler.start()
+        try:
+            clf = de.LogisticRegression(C=1.0, fit_intercept=False, tol=1e-6, max_iter=3000,
+                                        random_state=0, scaling_policy="convergence",
+                                        client=client).fit(X, y)
+        finally:
+            done.set()
+            sampler.join()
+    assert clf.duality_gap_ <= 1e-6
+    assert any(ev["event"] == "scale_in" for e in clf.history_ for ev in e["events"])
+    assert min(counts) < 4, counts
 
 
 @pytest.mark.parametrize("release", ["auto", True])

@@ -23,6 +23,7 @@ from .calls import (
     wait_any,
 )
 from .worker import (
+    BadBlock,
     RoundActor,
     alpha_sum,
     describe,
@@ -347,6 +348,7 @@ class DaskBackend(Backend):
                 finally:
                     self._cancel_tasks(loads)
                     del loads
+                self._check_blocks(plan, sums)
                 self._sq_norm_sum = float(sum(sums))
                 self.placement = {w: sorted(c) for w, c in plan.items() if c}
             except WorkersLost as lost:
@@ -366,6 +368,21 @@ class DaskBackend(Backend):
             # futures, alive: raise the error without it
             raise error.with_traceback(None) from None
         self.publish()
+
+    def _check_blocks(self, plan, results):
+        """Raise the ``ValueError`` of the first block a load refused (see ``BadBlock``).
+
+        ``results`` are the loads' of dask input, one per block in ``plan``'s order.
+        """
+        if self._source[0] != "dask":
+            return
+        bad = [(cid, r) for cid, r in zip([c for cids in plan.values() for c in cids], results)
+               if isinstance(r, BadBlock)]
+        if bad:
+            cid, error = min(bad)
+            start = sum(self.chunk_sizes[c] for c in self.chunk_sizes if c < cid)
+            raise ValueError(f"{error.message} (in row block {cid}: rows {start:,} to "
+                             f"{start + self.chunk_sizes[cid] - 1:,} of the input)")
 
     def _cancel_tasks(self, calls):
         """Cancel the Dask futures among ``[(worker, call)]`` (their results are read)."""
@@ -711,7 +728,7 @@ class DaskBackend(Backend):
         loads = (self._send_chunks(plan) if self._source[0] == "chunks"
                  else self._reread_blocks(plan))
         try:
-            gather_watching(self.client, loads)
+            self._check_blocks(plan, gather_watching(self.client, loads))
         finally:
             self._cancel_tasks(loads)
         for w, cids in plan.items():

@@ -8,6 +8,7 @@ actor) on the worker that holds the state.
 """
 
 import threading
+import typing
 
 import numpy as np
 import scipy.sparse as sp
@@ -115,6 +116,16 @@ def load_chunks(fit_id, problem, epoch, *chunks):
     return total
 
 
+class BadBlock(typing.NamedTuple):
+    """What :func:`load_block` returns for a block it refuses: the error's message.
+
+    The driver raises it as a ``ValueError`` in the caller's process, naming
+    the block's rows (a task that raised it would log a worker error too).
+    """
+
+    message: str
+
+
 def load_block(fit_id, problem, epoch, encoder, chunk_id, X, y, sample_weight=None,
                pack_with=None):
     """Validate and encode one block of a dask collection, and hold it as a chunk.
@@ -122,14 +133,18 @@ def load_block(fit_id, problem, epoch, encoder, chunk_id, X, y, sample_weight=No
     With ``pack_with`` (the ids of every chunk this worker is to hold), the
     task that completes them packs the worker's rows before the first round
     (see :func:`load_chunks`), with no call of its own.  Returns ``Σ ‖x_i‖²``
-    over the block's rows, or None when ``epoch`` is past (see
-    :class:`WorkerFit`).
+    over the block's rows, a :class:`BadBlock` for invalid input (NaN or
+    infinity, rows that do not match, labels not seen), or None when
+    ``epoch`` is past (see :class:`WorkerFit`).
     """
-    X = _as_chunk_matrix(X)
-    Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
-                           else np.asarray(sample_weight))
-    if X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
+    try:
+        X = _as_chunk_matrix(X)
+        Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
+                               else np.asarray(sample_weight))
+        if X.shape[0] != Y.shape[0]:
+            raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
+    except (ValueError, TypeError) as e:
+        return BadBlock(str(e))
     fit = _fit(fit_id, problem)
     total = sq_norm_sum(X)
     # the load tasks of a worker with several threads run at once: the one
