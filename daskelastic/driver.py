@@ -27,7 +27,7 @@ from .objective import objective_from_gap
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
 
-__all__ = ["Problem", "Backend", "FitResult", "WorkersLost", "run_cocoa"]
+__all__ = ["Problem", "Backend", "FitResult", "WorkersLost", "ConnectionLost", "run_cocoa"]
 
 #: The straggler injection active in this context: an object with a
 #: ``factors(round_id, workers) -> {worker: slowdown}`` method, set by
@@ -69,6 +69,36 @@ class WorkersLost(RuntimeError):
     def __init__(self, workers):
         self.workers = list(workers)
         super().__init__(f"lost workers {self.workers}")
+
+
+class ConnectionLost(WorkersLost):
+    """Raised by a backend when the client's connection to the scheduler broke.
+
+    The workers live on, with the fit's chunks and dual state, but the
+    scheduler released the client's actors and tasks when the connection
+    closed (``Client`` cancels them: ``reason="scheduler-connection-lost"``).
+    The driver recovers from it as from the loss of no worker: once the
+    client has reconnected, the running round is discarded, the workers say
+    what they hold and the actors start again.
+
+    Parameters
+    ----------
+    what : str
+        What broke, for the message.
+
+    Examples
+    --------
+    >>> from daskelastic.driver import ConnectionLost, WorkersLost
+    >>> error = ConnectionLost("a round's actor call")
+    >>> isinstance(error, WorkersLost), error.workers
+    (True, [])
+    >>> print(error)
+    the connection to the Dask scheduler was lost (a round's actor call)
+    """
+
+    def __init__(self, what):
+        super().__init__([])
+        self.args = (f"the connection to the Dask scheduler was lost ({what})",)
 
 
 @dataclass(frozen=True)
@@ -756,7 +786,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             elastic.observe(entry, results)
             try:
                 more, settled, alpha_reset = elastic.between_rounds(entry, settlements)
-                lost = []
+                lost = None    # (recovered from inside, if at all)
             except WorkersLost as error:   # a worker died during a move or a release
                 more, settled, alpha_reset, lost = [], True, True, error.workers
             if alpha_reset:
@@ -832,16 +862,18 @@ def _recover(elastic, backend, lost, inv_lam_n, **kwargs):
     ``v = Σ α_i x_i · inv_lam_n`` of the workers' ``α`` once recovered (the
     lost chunks restart from ``α = 0``); ``kwargs`` go to
     :meth:`~daskelastic.elastic.ElasticController.recover` (a recovery cut
-    short is simply run again: it settles by round id).  With no ``lost``
-    workers, only ``v`` is computed (recovering if a worker dies meanwhile).
-    Without an elastic controller the loss is raised.
+    short is simply run again: it settles by round id).  ``lost`` is a list
+    of workers (empty after a :class:`ConnectionLost`: the workers are
+    there, the fit's state with the scheduler is not), or None to compute
+    ``v`` only (recovering if a worker dies meanwhile).  Without an elastic
+    controller the loss is raised.
     """
     if elastic is None:
-        raise WorkersLost(lost)
+        raise WorkersLost(lost or [])
     events = []
     while True:
         try:
-            if lost:
+            if lost is not None:
                 events.append(elastic.recover(lost, **kwargs))
             return events, backend.alpha_sum() * inv_lam_n
         except WorkersLost as more:

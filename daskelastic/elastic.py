@@ -338,8 +338,9 @@ class ElasticController:
         self.tracker.forget(lost)
         self._repacking.update(replaced.values())
         self._rounds_on_placement = 0
-        return {"event": "worker_lost", "lost": lost, "reread_chunks": sorted(replaced),
-                "discarded_round": discard_round}
+        # no worker lost: the client's connection to the scheduler was
+        return {"event": "worker_lost" if lost else "connection_lost", "lost": lost,
+                "reread_chunks": sorted(replaced), "discarded_round": discard_round}
 
 
 def _core_share(results):

@@ -9,6 +9,7 @@ import numpy as np
 from distributed import LocalCluster
 
 from daskelastic.backends.dask import scheduler_workers
+from daskelastic.driver import ConnectionLost
 
 
 def local_cluster(n, **kwargs):
@@ -78,9 +79,18 @@ class InvariantChecker:
         self.rounds = 0
 
     def __call__(self, round_id, w, backend, v, inv_lam_n):
-        np.testing.assert_allclose(backend.alpha_sum() * inv_lam_n, v, rtol=1e-9,
-                                   atol=1e-12)
-        held = backend.describe()
+        # nothing changes on the workers while the driver waits here: a
+        # connection to the scheduler cut meanwhile is waited for
+        end = time.monotonic() + 60
+        while True:
+            try:
+                alpha_sum, held = backend.alpha_sum(), backend.describe()
+                break
+            except ConnectionLost:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.2)
+        np.testing.assert_allclose(alpha_sum * inv_lam_n, v, rtol=1e-9, atol=1e-12)
         chunks = [c for d in held.values() for c in d["chunks"]]
         assert sorted(chunks) == list(range(self.n_chunks))
         assert sum(d["rows"] for d in held.values()) == self.n_rows

@@ -7,12 +7,17 @@ import warnings
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
+import dask.config
+from dask.utils import parse_timedelta
+
 from ... import adaptive, config
-from ...driver import Backend, WorkersLost
+from ...driver import Backend, ConnectionLost, WorkersLost
 from ...placement import assign_chunks
 from ...session import client_context
 from .calls import (
+    ACTOR_PREFIX,
     ActorCalls,
+    ask_scheduler,
     calls_direct,
     done_signal,
     gather_watching,
@@ -41,6 +46,11 @@ from .worker import (
 )
 
 __all__ = ["DaskBackend"]
+
+
+def _connect_timeout():
+    """Seconds a client tries to reconnect to its scheduler (``Client._reconnect``)."""
+    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
 
 
 class DaskBackend(Backend):
@@ -357,7 +367,9 @@ class DaskBackend(Backend):
                 self._sq_norm_sum = None
                 known = len(self.lost)
                 reread = self.recover(lost.workers)
-                self._events.append({"event": "worker_lost", "lost": self.lost[known:],
+                lost_now = self.lost[known:]
+                self._events.append({"event": "worker_lost" if lost_now else "connection_lost",
+                                     "lost": lost_now,
                                      "reread_chunks": sorted(reread),
                                      "discarded_round": None, "while": "loading"})
         except Exception as e:  # noqa: BLE001 - re-raised below, without references
@@ -388,7 +400,10 @@ class DaskBackend(Backend):
         """Cancel the Dask futures among ``[(worker, call)]`` (their results are read)."""
         futures = [c for _, c in calls if not hasattr(c, "set_result")]
         if futures:
-            self.client.cancel(futures, force=True)
+            try:
+                self.client.cancel(futures, force=True)
+            except OSError:
+                pass   # a broken connection to the scheduler released them already
 
     def take_events(self):
         """The ``worker_lost`` events of workers lost while the data loaded.
@@ -423,9 +438,9 @@ class DaskBackend(Backend):
             workers holding chunks.
         """
         self._published = True
-        adaptive.publish_fit(self.client, self.fit_id, self.placement,
-                             len(self.placement) if target is None else target,
-                             self.released)
+        ask_scheduler(self.client, "publishing the fit's placement", adaptive.publish_fit,
+                      self.client, self.fit_id, self.placement,
+                      len(self.placement) if target is None else target, self.released)
 
     def live_workers(self):
         """Addresses of the workers the scheduler knows now.
@@ -577,14 +592,22 @@ class DaskBackend(Backend):
         retiring, self._retiring = self._retiring, []
         for workers, fut in retiring:
             try:
-                retired = fut.result(timeout=timeout)
+                try:
+                    retired = fut.result(timeout=timeout)
+                except OSError:
+                    # the connection to the scheduler broke meanwhile: once more
+                    self._await_connection()
+                    retired = adaptive.retire_released(self.client, workers)
             except Exception as e:  # noqa: BLE001 - the workers keep running, that is all
                 warnings.warn(f"retiring released workers failed ({type(e).__name__}: {e}); "
                               "they keep running", RuntimeWarning, stacklevel=2)
                 continue
             refused = set(workers) - set(retired)
             if refused:     # and still running (one may have died meanwhile)
-                refused &= set(scheduler_workers(self.client))
+                try:
+                    refused &= set(scheduler_workers(self.client))
+                except ConnectionLost:
+                    continue
             if refused:
                 warnings.warn(f"the scheduler did not retire released workers "
                               f"{sorted(refused)}; they keep running", RuntimeWarning,
@@ -652,10 +675,19 @@ class DaskBackend(Backend):
         lost = set(lost)
         self._finish_round(lost)
         reread = {}
+        deadline = None
         while True:
             try:
                 reread.update(self._resync(lost, settlements or {}, speeds or {}))
                 break
+            except ConnectionLost:
+                # the client may not have noticed yet: _resync waits for it to
+                # reconnect, or says it gave up
+                deadline = deadline or time.monotonic() + 2 * _connect_timeout()
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the connection to the Dask scheduler was lost "
+                                       "during the fit and not regained") from None
+                time.sleep(0.1)
             except WorkersLost as more:
                 lost.update(more.workers)
         self.lost.extend(w for w in sorted(lost) if w not in self.lost)
@@ -679,22 +711,40 @@ class DaskBackend(Backend):
                         raise
                 calls += self._stop_calls
                 self._stop_calls = []
-        while calls:
-            try:
-                gather_watching(self.client, calls)
-                return
-            except WorkersLost as more:
-                lost.update(more.workers)
-                calls = [(a, c) for a, c in calls if a not in lost]
+        deadline = time.monotonic() + 2 * _connect_timeout()
+        for a, call in calls:
+            # the round is discarded: only its end matters, not its result
+            while a not in lost:
+                try:
+                    result_watching(self.client, call, [a])
+                except ConnectionLost:
+                    # the scheduler cannot say whether the worker lives: wait
+                    # on (a round that ran on would be discarded at the next)
+                    if call.done() or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                    continue
+                except WorkersLost as more:
+                    lost.update(more.workers)
+                except Exception:  # noqa: BLE001 - e.g. an actor released with the connection
+                    pass
+                break
 
     def _resync(self, lost, settlements, speeds):
         """One attempt of :meth:`recover`'s survey and re-reading (may raise WorkersLost)."""
+        self._await_connection()
+        # actors the scheduler released (the client lost its connection) start again
+        for a, future in list(self._actor_futures.items()):
+            if future.status not in ("pending", "finished"):
+                self._actors.pop(a, None)
+                del self._actor_futures[a]
         self._epoch += 1
         live = set(scheduler_workers(self.client)) - lost
         survey = sorted(w for w in self._touched if w in live)
-        answers = self.client.run(resync, self.fit_id, self._epoch,
-                                  {w: settlements.get(w) for w in survey},
-                                  workers=survey, on_error="return") if survey else {}
+        answers = ask_scheduler(self.client, "asking the workers what they hold",
+                                self.client.run, resync, self.fit_id, self._epoch,
+                                {w: settlements.get(w) for w in survey},
+                                workers=survey, on_error="return") if survey else {}
         gone = set(survey) - set(answers)
         placement = {}
         for w, answer in answers.items():
@@ -735,6 +785,24 @@ class DaskBackend(Backend):
             self.placement[w] = sorted(self.placement.get(w, []) + cids)
         return {c: w for w, cids in plan.items() for c in cids}
 
+    def _await_connection(self):
+        """Wait while the client reconnects to the scheduler; raise once it gave up.
+
+        Raises
+        ------
+        RuntimeError
+            When the client closed: its connection to the scheduler was lost
+            and not regained within ``distributed.comm.timeouts.connect``.
+        """
+        deadline = time.monotonic() + 2 * _connect_timeout()
+        while self.client.status == "connecting" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.client.status != "running":
+            raise RuntimeError(
+                f"the connection to the Dask scheduler was lost during the fit and not "
+                f"regained (the client is {self.client.status}); the workers drop the "
+                f"fit's state when they restart")
+
     def _recovery_workers(self, live, lost):
         """Where re-read chunks may go: the fit's live workers, else the cluster's others.
 
@@ -769,7 +837,7 @@ class DaskBackend(Backend):
         """Start an actor on each of ``workers`` that has none (without waiting)."""
         self._actor_futures.update({addr: self.client.submit(
             RoundActor, self.fit_id, workers=[addr], allow_other_workers=False,
-            actor=True, key=f"daskelastic-actor-{self.fit_id}-{addr}-{self._epoch}")
+            actor=True, key=f"{ACTOR_PREFIX}{self.fit_id}-{addr}-{self._epoch}")
             for addr in workers if addr not in self._actor_futures})
 
     def _ensure_actors(self, workers=None):
@@ -801,13 +869,13 @@ class DaskBackend(Backend):
             self._ensure_actors()
             self._pending = {
                 addr: self._actors[addr].run_round(
-                    round_id, w, settlements.get(addr), inv_lam_n, sigma, steps, seed,
-                    float(slowdowns.get(addr, 1.0)))
+                    self._epoch, round_id, w, settlements.get(addr), inv_lam_n, sigma, steps,
+                    seed, float(slowdowns.get(addr, 1.0)))
                 for addr in self.placement}
         else:
             self._pending = {addr: self.client.submit(
-                run_round, self.fit_id, round_id, w, settlements.get(addr), inv_lam_n,
-                sigma, steps, seed, float(slowdowns.get(addr, 1.0)),
+                run_round, self.fit_id, self._epoch, round_id, w, settlements.get(addr),
+                inv_lam_n, sigma, steps, seed, float(slowdowns.get(addr, 1.0)),
                 workers=[addr], allow_other_workers=False, pure=False,
                 key=f"daskelastic-round-{round_id}-{self.fit_id}-{addr}")
                 for addr in self.placement}
@@ -844,6 +912,8 @@ class DaskBackend(Backend):
             try:
                 # a task's result may still have to come from its worker
                 out[a] = result_watching(self.client, self._pending[a], [a])
+            except ConnectionLost:
+                raise
             except WorkersLost:
                 lost.append(a)
                 continue
@@ -941,10 +1011,8 @@ class DaskBackend(Backend):
         self._pending, self._signals = {}, {}
         self._stop_calls = []
         self._actors = {}
-        if self._actor_futures:
-            self.client.cancel(list(self._actor_futures.values()), force=True)
-            self._actor_futures = {}
         if self.client.status not in ("running", "connecting"):
+            self._actor_futures = {}
             if self._retire_pool is not None:   # nothing left to retire them through
                 self._retire_pool.shutdown(wait=False, cancel_futures=True)
                 self._retire_pool, self._retiring = None, []
@@ -952,15 +1020,20 @@ class DaskBackend(Backend):
         # before listing the workers: a task restricted to one being retired
         # would wait for it in vain
         self.wait_retired()
-        if self._published:
+        for _attempt in range(3):
+            # a connection to the scheduler that broke meanwhile is waited for
             try:
-                adaptive.end_fit(self.client, self.fit_id)
-            except Exception:  # noqa: BLE001 - closing after a failure
-                pass
-        # on every worker, in one broadcast from the scheduler (a worker that
-        # died meanwhile is skipped)
-        try:
-            self.client.run(drop_fit, self.fit_id, on_error="ignore")
-        except Exception:  # noqa: BLE001 - closing after a failure
-            pass
+                self._await_connection()
+                self._cancel_tasks(list(self._actor_futures.items()))
+                if self._published:
+                    adaptive.end_fit(self.client, self.fit_id)
+                # on every worker, in one broadcast from the scheduler (a worker
+                # that died meanwhile is skipped)
+                self.client.run(drop_fit, self.fit_id, on_error="ignore")
+                break
+            except OSError:
+                time.sleep(0.2)
+            except Exception:  # noqa: BLE001 - closing after a failure, or the client gave up
+                break
+        self._actor_futures = {}
         self.placement = {}

@@ -17,15 +17,16 @@ import time
 
 from dask.core import flatten
 from distributed import futures_of
+from distributed.client import FutureCancelledError
 from distributed.comm import get_address_host, parse_address
 from distributed.comm.core import CommClosedError
 from distributed.protocol import to_serialize
 
 from ... import config
-from ...driver import WorkersLost
+from ...driver import ConnectionLost, WorkersLost
 
 __all__ = ["ActorCalls", "calls_direct", "gather_watching", "wait_any", "scheduler_workers",
-           "persisted_blocks", "is_lost_error"]
+           "ask_scheduler", "persisted_blocks", "is_lost_error", "connection_lost"]
 
 
 class ActorCalls:
@@ -109,14 +110,42 @@ def calls_direct(client, address, setting):
         return False
 
 
+def ask_scheduler(client, what, call, *args, **kwargs):
+    """``call(*args, **kwargs)``, a call to the scheduler, its comm errors as ConnectionLost.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The client (unused; says whose connection it is).
+    what : str
+        What was asked, for the error.
+    call : callable
+        A client method that asks the scheduler (``Client.ncores``, ``Client.run``).
+
+    Raises
+    ------
+    daskelastic.driver.ConnectionLost
+        When the client's connection to the scheduler is broken.
+    """
+    try:
+        return call(*args, **kwargs)
+    except OSError as e:   # CommClosedError too
+        raise ConnectionLost(f"{what}: {type(e).__name__}: {e}") from e
+
+
 def scheduler_workers(client):
     """Addresses of the scheduler's workers, asked now (``Client.ncores``).
 
     ``Client.scheduler_info()`` returns a cache that the client's periodic
     refresh may overwrite between the fetch and the return; this asks the
     scheduler.
+
+    Raises
+    ------
+    daskelastic.driver.ConnectionLost
+        When the client's connection to the scheduler is broken.
     """
-    return sorted(client.ncores())
+    return sorted(ask_scheduler(client, "asking for the workers", client.ncores))
 
 
 def done_signal(call):
@@ -143,12 +172,32 @@ def is_lost_error(error):
         isinstance(error, RuntimeError) and "was lost" in str(error))
 
 
+def connection_lost(error):
+    """Whether a call's ``error`` says the client lost its connection to the scheduler.
+
+    The client then cancels its futures (``FutureCancelledError`` with the
+    reason ``"scheduler-connection-lost"``) and the scheduler releases their
+    keys: an actor's worker no longer has it (``KeyError`` of its key from
+    ``actor_execute``), and a proxy of it says its future was cancelled.
+    """
+    if isinstance(error, FutureCancelledError):
+        return error.reason == "scheduler-connection-lost"
+    if isinstance(error, KeyError):
+        return bool(error.args) and str(error.args[0]).startswith(ACTOR_PREFIX)
+    return isinstance(error, RuntimeError) and "Actor was lost" in str(error) \
+        and "cancelled" in str(error)
+
+
+#: The start of the keys of the fits' actors.
+ACTOR_PREFIX = "daskelastic-actor-"
+
+
 def _poll_interval():
     return float(config.get("fault.poll-interval"))
 
 
 def _gone(client, workers):
-    live = set(client.ncores())
+    live = set(scheduler_workers(client))
     return [w for w in dict.fromkeys(workers) if w not in live]
 
 
@@ -175,6 +224,9 @@ def result_watching(client, call, watch):
     daskelastic.driver.WorkersLost
         When the call failed because its worker is gone, or one of ``watch``
         left the scheduler.
+    daskelastic.driver.ConnectionLost
+        When the call failed because the client lost its connection to the
+        scheduler (see :func:`connection_lost`).
     """
     poll = _poll_interval()
     while True:
@@ -185,6 +237,8 @@ def result_watching(client, call, watch):
             if gone:
                 raise WorkersLost(gone) from None
         except Exception as e:
+            if connection_lost(e):
+                raise ConnectionLost(f"{type(e).__name__}: {e}") from e
             if not is_lost_error(e):
                 raise
             raise WorkersLost(watch[:1]) from e

@@ -47,6 +47,7 @@ class WorkerFit:
     def __init__(self, solver):
         self.solver = solver
         self.epoch = 0
+        self.round_epoch = 0   # the epoch of the last round started
         self.lock = threading.Lock()
 
     def current(self, epoch):
@@ -184,11 +185,20 @@ def row_sq_norm_sum(fit_id):
     return _solver(fit_id).row_sq_norm_sum()
 
 
-def run_round(fit_id, round_id, w, settlement, inv_lam_n, sigma, steps, seed,
+def run_round(fit_id, epoch, round_id, w, settlement, inv_lam_n, sigma, steps, seed,
               slowdown=1.0):
-    """Settle the previous round, then run this round's local solver."""
-    solver = _solver(fit_id)
+    """Settle the previous round, then run this round's local solver.
+
+    A round of an older ``epoch`` still pending (it ran on while the driver
+    recovered, and the survey did not see it) is discarded first: the
+    driver's ``w`` follows the committed ``α`` the survey found.
+    """
+    fit = _fit(fit_id)
+    solver = fit.solver
+    if solver.pending is not None and fit.round_epoch < epoch:
+        solver.discard(solver.pending[0])
     _settle(solver, settlement)
+    fit.round_epoch = epoch
     return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
                         steps=steps, seed=seed, slowdown=slowdown)
 
@@ -217,16 +227,14 @@ class RoundActor:
         self.fit_id = fit_id
         self.worker = get_worker()
 
-    def run_round(self, round_id, w, settlement, inv_lam_n, sigma, steps, seed,
+    def run_round(self, epoch, round_id, w, settlement, inv_lam_n, sigma, steps, seed,
                   slowdown=1.0):
-        """Settle the previous round, then run this round's local solver.
+        """Settle the previous round, then run this round's local solver (:func:`run_round`).
 
         Runs in the worker's actor thread; the kernel releases the GIL.
         """
-        solver = self.worker_solver()
-        _settle(solver, settlement)
-        return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
-                            steps=steps, seed=seed, slowdown=slowdown)
+        return run_round(self.fit_id, epoch, round_id, w, settlement, inv_lam_n, sigma,
+                         steps, seed, slowdown)
 
     def settle(self, settlement):
         """Apply a settlement outside a round (in the actor thread, after any round)."""
