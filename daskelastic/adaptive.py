@@ -70,7 +70,13 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         self.attach(scheduler)
 
     def attach(self, scheduler):
-        """Serve the ``daskelastic_state`` handler of ``scheduler``."""
+        """Serve the ``daskelastic_state`` handler of ``scheduler``.
+
+        Parameters
+        ----------
+        scheduler : distributed.Scheduler
+            The scheduler the plugin is added to.
+        """
         self.scheduler = scheduler
         scheduler.handlers["daskelastic_state"] = self._state
 
@@ -80,7 +86,13 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
             self.scheduler.handlers.pop("daskelastic_state", None)
 
     def adaptive_attached(self):
-        """Whether an :class:`ElasticAdaptive` asked for the state recently."""
+        """Whether an :class:`ElasticAdaptive` asked for the state recently.
+
+        Returns
+        -------
+        bool
+            True when one asked within the last 30 seconds.
+        """
         return (self.adaptive_seen is not None
                 and time.monotonic() - self.adaptive_seen < _ADAPTIVE_FRESH)
 

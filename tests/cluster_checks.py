@@ -56,8 +56,10 @@ def _leftovers(client):
 
     state = client.run(lambda dask_worker: sorted(getattr(dask_worker, "_daskelastic_fits",
                                                           {})), on_error="ignore")
-    # every key: the fit's tasks and actors, and the input it persisted
-    keys = sorted({str(k) for ks in client.has_what().values() for k in ks})
+    # every key, as the workers hold them and as the scheduler places them:
+    # the fit's tasks and actors, and the input it persisted
+    keys = sorted({str(k) for ks in client.has_what().values() for k in ks}
+                  | {str(k) for k, ws in client.who_has().items() if ws})
     records = client.run_on_scheduler(
         lambda dask_scheduler: sorted(getattr(dask_scheduler.plugins.get(PLUGIN_NAME),
                                               "fits", {})))

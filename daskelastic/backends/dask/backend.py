@@ -64,7 +64,7 @@ class DaskBackend(Backend):
     data travels worker to worker, and ``α`` with it, so ``w`` is unchanged.
 
     A worker may die at any moment.  Every wait of the backend notices it
-    (:func:`~daskelastic.backends.dask.calls.gather_watching`) and raises
+    (``calls.gather_watching``) and raises
     :class:`~daskelastic.driver.WorkersLost`; the driver then calls
     :meth:`recover`, which asks the live workers what they hold and re-reads
     the chunks held nowhere from the input (the driver-side chunks of numpy /
@@ -171,7 +171,7 @@ class DaskBackend(Backend):
 
         Where the actors' calls go straight to the workers (the default on a
         ``LocalCluster``, see
-        :func:`~daskelastic.backends.dask.calls.calls_direct`), each worker's
+        ``calls.calls_direct``), each worker's
         chunks go with a call of its actor, which adds them to its solver and
         packs them (``_load_by_actors``); otherwise they are scattered to it
         (all workers at once; see ``_scatter_chunks``) and added by a task
@@ -227,7 +227,7 @@ class DaskBackend(Backend):
         """Send each worker its chunks, all workers at once, and submit their load tasks.
 
         The chunks go straight from the client to a worker it reaches (see
-        :func:`~daskelastic.backends.dask.calls.calls_direct`), not through
+        ``calls.calls_direct``), not through
         the scheduler, which would receive and forward every byte: on 2 local
         workers the flights table took ~50 ms to scatter direct, ~90 ms
         through the scheduler, and ~43 ms direct to both workers at once.
@@ -428,7 +428,7 @@ class DaskBackend(Backend):
 
         The plugin vetoes downscaling the workers holding chunks and tells an
         :class:`~daskelastic.ElasticAdaptive` the fit's target.  It is
-        installed when missing (:func:`~daskelastic.adaptive.publish_fit`)
+        installed when missing (``adaptive.publish_fit``)
         and removed after the last fit (:meth:`close`).
 
         Parameters
@@ -633,7 +633,7 @@ class DaskBackend(Backend):
 
         The running round is asked to stop on the live workers and waited
         for.  Then, in a new epoch (see
-        :class:`~daskelastic.backends.dask.worker.WorkerFit`), every live
+        ``worker.WorkerFit``), every live
         worker the fit ever sent chunks to says which chunks it holds, and
         settles its pending round: committed where ``settlements`` commits
         it (the last round's, which a worker may not have received),
