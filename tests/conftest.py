@@ -49,6 +49,24 @@ def flights_small():
 
 
 @pytest.fixture(scope="session")
+def flights_6k(flights_small):
+    """6,000 real flights, one-hot CSR, the columns seen at least 20 times."""
+    X, y = flights_small
+    X = X[:6000]
+    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
+    return X[:, keep].tocsr(), y[:6000]
+
+
+@pytest.fixture(scope="session")
+def flights_6k_optimum(flights_6k):
+    """The primal optimum of logistic regression (C = 0.5, an intercept) on flights_6k."""
+    import daskelastic as de
+
+    ref = de.LogisticRegression(C=0.5, tol=1e-10, max_iter=5000, backend="inprocess")
+    return ref.fit(*flights_6k).history_[-1]["primal"]
+
+
+@pytest.fixture(scope="session")
 def flights(flights_small):
     """3,000 real flights, one-hot (the columns seen at least once)."""
     X, y = flights_small

@@ -37,19 +37,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 
 @pytest.fixture(scope="module")
-def table(flights_small):
-    """6,000 real flights, one-hot CSR, the columns seen at least 20 times."""
-    X, y = flights_small
-    X = X[:6000]
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
-    return X[:, keep].tocsr(), y[:6000]
+def table(flights_6k):
+    return flights_6k
 
 
 @pytest.fixture(scope="module")
-def optimum(table):
-    X, y = table
-    ref = de.LogisticRegression(C=0.5, tol=1e-9, max_iter=5000, backend="inprocess")
-    return ref.fit(X, y).history_[-1]["primal"]
+def optimum(flights_6k_optimum):
+    return flights_6k_optimum
 
 
 def _backend(client, table):

@@ -37,30 +37,15 @@ C = 0.5
 N_CHUNKS = 12
 
 
-@pytest.fixture(scope="module")
-def table(flights_small):
-    """6,000 real flights, one-hot CSR, the columns seen at least 20 times."""
-    X, y = flights_small
-    X = X[:6000]
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
-    return X[:, keep].tocsr(), y[:6000]
-
-
-@pytest.fixture(scope="module")
-def optimum(table):
-    X, y = table
-    ref = de.LogisticRegression(C=C, tol=1e-10, max_iter=5000, backend="inprocess")
-    return ref.fit(X, y).history_[-1]["primal"]
-
-
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("moment", list(MOMENTS))
-def test_a_fit_survives_a_worker_killed_at_any_moment(table, optimum, moment, seed):
+def test_a_fit_survives_a_worker_killed_at_any_moment(flights_6k, flights_6k_optimum, moment,
+                                                      seed):
     kind = "dask" if moment in ("loading", "round") and seed == (moment == "round") \
         else "numpy"
     max_iter = 6 if moment == "gap-pass" else 2000
     with local_cluster(3) as cluster, Client(cluster) as client:
-        result, backend, check = fit_with_fault(client, table, "kill", moment, seed=seed,
+        result, backend, check = fit_with_fault(client, flights_6k, "kill", moment, seed=seed,
                                                 kind=kind, C=C, n_chunks=N_CHUNKS,
                                                 tol=1e-6, max_iter=max_iter)
         killed = backend.hit
@@ -72,10 +57,10 @@ def test_a_fit_survives_a_worker_killed_at_any_moment(table, optimum, moment, se
         assert check.rounds == len(result.history)
         primal, gap = result.objective.primal, result.objective.gap
         # the certificate bounds the true suboptimality, on every row
-        assert primal - optimum <= gap + 1e-9 * abs(optimum)
+        assert primal - flights_6k_optimum <= gap + 1e-9 * abs(flights_6k_optimum)
         if moment != "gap-pass":
             assert result.converged
-            assert primal - optimum <= 1e-6 * abs(optimum)
+            assert primal - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
         # the cluster is usable (the nannies restarted the killed workers)
         # and the fit left nothing behind on it
         assert wait_for(lambda: len(live(client)) >= 1)
@@ -85,13 +70,13 @@ def test_a_fit_survives_a_worker_killed_at_any_moment(table, optimum, moment, se
 
 @pytest.mark.parametrize("fault", ["stop", "join", "drop"])
 def test_a_fit_goes_on_through_a_stopped_worker_a_joiner_and_a_cut_connection(
-        table, optimum, fault):
+        flights_6k, flights_6k_optimum, fault):
     """SIGSTOP for 5 s, a worker joining, the client's link to the scheduler cut for
     a second (through a proxy): each while a round runs."""
     with local_cluster(3) as cluster, TcpProxy(cluster.scheduler_address) as proxy, \
             Client(proxy.address, set_as_default=False) as client:
         plugins = scheduler_plugins(client)
-        result, backend, check = fit_with_fault(client, table, fault, "round", C=C,
+        result, backend, check = fit_with_fault(client, flights_6k, fault, "round", C=C,
                                                 n_chunks=N_CHUNKS, cluster=cluster,
                                                 proxy=proxy, tol=1e-6, max_iter=2000)
         assert backend.hit
@@ -99,12 +84,12 @@ def test_a_fit_goes_on_through_a_stopped_worker_a_joiner_and_a_cut_connection(
         assert events == {"stop": set(), "join": {"join"},
                           "drop": {"connection_lost"}}[fault]
         assert result.converged and check.rounds == len(result.history)
-        assert result.objective.primal - optimum <= 1e-6 * abs(optimum)
+        assert result.objective.primal - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
         assert fit_leftovers(client) == {"state": {}, "keys": [], "records": []}
         assert scheduler_plugins(client) == plugins
 
 
-def test_a_fit_survives_two_kills_in_a_row(table, optimum):
+def test_a_fit_survives_two_kills_in_a_row(flights_6k, flights_6k_optimum):
     """A second worker dies while the fit recovers from the first."""
 
     class TwoKills(FaultyBackend):
@@ -114,7 +99,7 @@ def test_a_fit_survives_two_kills_in_a_row(table, optimum):
             return super().recover(lost, **kwargs)
 
     with local_cluster(3) as cluster, Client(cluster) as client:
-        X, y = table
+        X, y = flights_6k
         n, d = X.shape
         enc = TargetEncoder(classes=np.unique(y))
         problem = Problem(loss=loss_code("logistic"), lam=lambda_from_C(C, n), n_samples=n,
@@ -130,14 +115,15 @@ def test_a_fit_survives_two_kills_in_a_row(table, optimum):
             backend.close()
     assert len(backend.hit) == 2
     assert result.converged
-    assert result.objective.primal - optimum <= 1e-6 * abs(optimum)
+    assert result.objective.primal - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_an_estimators_fit_survives_a_kill_at_a_random_time(table, optimum, seed):
+def test_an_estimators_fit_survives_a_kill_at_a_random_time(flights_6k, flights_6k_optimum,
+                                                            seed):
     """The issue's recipe: a fit in a thread, a data-holding worker killed once
     tasks run, at a seeded moment; the next fit on the cluster works too."""
-    X, y = table
+    X, y = flights_6k
     delay = np.random.default_rng(seed).uniform(0.0, 0.6)
     with local_cluster(3) as cluster, Client(cluster, set_as_default=False) as client:
         out = {}
@@ -160,7 +146,7 @@ def test_an_estimators_fit_survives_a_kill_at_a_random_time(table, optimum, seed
         assert not thread.is_alive()
         assert "error" not in out, out.get("error")
         clf = out["clf"]
-        assert clf.history_[-1]["primal"] - optimum <= 1e-6 * abs(optimum)
+        assert clf.history_[-1]["primal"] - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
         again = de.LogisticRegression(C=C, tol=1e-6, max_iter=3000, client=client).fit(X, y)
-        assert again.history_[-1]["primal"] - optimum <= 1e-6 * abs(optimum)
+        assert again.history_[-1]["primal"] - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
         assert fit_leftovers(client) == {"state": {}, "keys": [], "records": []}
