@@ -44,7 +44,7 @@ def nojit(session):
 
 @nox.session(python=PYTHON)
 def slow(session):
-    """The slow tests: real tables of 250k+ rows on LocalClusters of 2 and 4 workers."""
+    """The slow tests: real tables of 250k+ rows on LocalClusters, and the fault matrix."""
     session.install("-e", ".[test]")
     session.run("pytest", "-m", "slow", *session.posargs, env=_numba_env())
 
