@@ -127,8 +127,9 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         for fit_id, fit in self.fits.items():
             fits[fit_id] = dict(fit, released_names=[
                 workers[a].name for a in fit["released"] if a in workers])
-        return {"fits": fits, "adaptive": self.adaptive_attached(),
-                "holders": sorted(self.holders())}
+        holders = sorted(self.holders())
+        return {"fits": fits, "adaptive": self.adaptive_attached(), "holders": holders,
+                "holder_names": [workers[a].name for a in holders if a in workers]}
 
     def valid_workers_downscaling(self, scheduler, workers):
         """Of the candidate ``workers``, those holding no chunks of a running fit.
@@ -176,7 +177,7 @@ def _end_on_scheduler(fit_id, dask_scheduler=None):
 def _state_on_scheduler(dask_scheduler=None):
     plugin = _plugin_on(dask_scheduler, False)
     if plugin is None:
-        return {"fits": {}, "adaptive": False, "holders": []}
+        return {"fits": {}, "adaptive": False, "holders": [], "holder_names": []}
     return plugin._state()
 
 
@@ -191,7 +192,7 @@ def install_plugin(client):
 
         from daskelastic.adaptive import elastic_state, install_plugin
         install_plugin(client)
-        elastic_state(client)   # {"fits": {}, "adaptive": False, "holders": []}
+        elastic_state(client)   # {"fits": {}, "adaptive": False, "holders": [], ...}
     """
     client.run_on_scheduler(_plugin_on, install=True)
 
@@ -216,9 +217,11 @@ def end_fit(client, fit_id):
 
 
 def elastic_state(client):
-    """The plugin's view: ``{"fits": ..., "adaptive": bool, "holders": [...]}``.
+    """The plugin's view of the running fits.
 
-    The same, with no fit, when the scheduler has no plugin.
+    ``{"fits": ..., "adaptive": bool, "holders": [...], "holder_names": [...]}``
+    (the workers holding chunks, by address and by name); the same, with no
+    fit, when the scheduler has no plugin.
     """
     return client.run_on_scheduler(_state_on_scheduler)
 
@@ -271,6 +274,13 @@ def retire_released(client, workers, actor_keys=(), timeout=10.0):
                 time.monotonic() < deadline:
             time.sleep(0.005)
     return list(client.retire_workers(workers=workers, close_workers=True))
+
+
+def _released_names(state):
+    """The names of the workers fits let go that hold no chunks of another fit."""
+    holding = set(state["holder_names"])
+    names = [name for fit in state["fits"].values() for name in fit["released_names"]]
+    return [name for name in dict.fromkeys(names) if name not in holding]
 
 
 class ElasticAdaptive(Adaptive):
@@ -373,9 +383,7 @@ class ElasticAdaptive(Adaptive):
         plan = self.plan
         if target < len(plan):
             state = await self._elastic_state()
-            released = [name for fit in state["fits"].values()
-                        for name in fit["released_names"]]
-            closing = [name for name in dict.fromkeys(released) if name in plan]
+            closing = [name for name in _released_names(state) if name in plan]
             closing = closing[: len(plan) - target]
             if closing:
                 for name in closing:
@@ -403,8 +411,7 @@ class ElasticAdaptive(Adaptive):
         n = len(self.plan) - target
         if n <= 0:
             return []
-        names = [name for fit in state["fits"].values() for name in fit["released_names"]]
-        out = list(dict.fromkeys(names))[:n]
+        out = _released_names(state)[:n]
         if len(out) < n:
             for name in await super().workers_to_close(target):
                 if name not in out and len(out) < n:

@@ -637,7 +637,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 kappa_later = _kappa_if_stalled(backend, problem)
             break
         except WorkersLost as lost:   # α = 0 everywhere: nothing else to repair
-            setup_events.extend(_recover(elastic, backend, lost.workers, 0.0)[0])
+            if elastic is None:
+                raise
+            setup_events.extend(_recover(elastic, backend, lost.workers)[0])
     plain_gaps = []
     outer_gaps = []            # certified gaps at the outer steps (see _next_kappa)
     lam_in = lam + kappa
@@ -685,6 +687,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                                             drop_streak=drop_streak)
                 break
             except WorkersLost as lost:
+                if elastic is None:
+                    raise
                 # the round is discarded everywhere; the lost chunks restart
                 # from α = 0 and w follows the surviving α
                 more, v = _recover(elastic, backend, lost.workers, inv_lam_n,
@@ -856,26 +860,24 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     return FitResult(w, n_iter, converged, objective, history)
 
 
-def _recover(elastic, backend, lost, inv_lam_n, **kwargs):
+def _recover(elastic, backend, lost, inv_lam_n=None, **kwargs):
     """Recover from ``lost`` workers, and from any lost meanwhile; return ``(events, v)``.
 
     ``v = Σ α_i x_i · inv_lam_n`` of the workers' ``α`` once recovered (the
-    lost chunks restart from ``α = 0``); ``kwargs`` go to
-    :meth:`~daskelastic.elastic.ElasticController.recover` (a recovery cut
-    short is simply run again: it settles by round id).  ``lost`` is a list
-    of workers (empty after a :class:`ConnectionLost`: the workers are
-    there, the fit's state with the scheduler is not), or None to compute
-    ``v`` only (recovering if a worker dies meanwhile).  Without an elastic
-    controller the loss is raised.
+    lost chunks restart from ``α = 0``), or None without ``inv_lam_n``;
+    ``kwargs`` go to :meth:`~daskelastic.elastic.ElasticController.recover`
+    (a recovery cut short is simply run again: it settles by round id).
+    ``lost`` is a list of workers (empty after a :class:`ConnectionLost`:
+    the workers are there, the fit's state with the scheduler is not), or
+    None to compute ``v`` only (recovering if a worker dies meanwhile).
+    The caller raises the loss itself without an elastic controller.
     """
-    if elastic is None:
-        raise WorkersLost(lost or [])
     events = []
     while True:
         try:
             if lost is not None:
                 events.append(elastic.recover(lost, **kwargs))
-            return events, backend.alpha_sum() * inv_lam_n
+            return events, None if inv_lam_n is None else backend.alpha_sum() * inv_lam_n
         except WorkersLost as more:
             lost = more.workers
 

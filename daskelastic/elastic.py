@@ -42,7 +42,7 @@ from . import config
 from .placement import plan_moves, predicted_round_time, workers_to_release
 from .scaling import ScalingRecord, ThroughputTracker
 
-__all__ = ["ElasticController", "RELEASE_MODES"]
+__all__ = ["ElasticController", "RELEASE_MODES", "lost_event"]
 
 #: Values of ``release_workers``.
 RELEASE_MODES = ("auto", True, False)
@@ -338,9 +338,29 @@ class ElasticController:
         self.tracker.forget(lost)
         self._repacking.update(replaced.values())
         self._rounds_on_placement = 0
-        # no worker lost: the client's connection to the scheduler was
-        return {"event": "worker_lost" if lost else "connection_lost", "lost": lost,
-                "reread_chunks": sorted(replaced), "discarded_round": discard_round}
+        return lost_event(lost, replaced, discard_round)
+
+
+def lost_event(lost, reread, discard_round):
+    """The history event of a recovery: ``worker_lost``, or ``connection_lost``.
+
+    Parameters
+    ----------
+    lost : list
+        The workers lost; none when the client lost its connection to the
+        scheduler instead.
+    reread : iterable
+        The chunks re-read from the input.
+    discard_round : int or None
+        The round discarded.
+
+    Returns
+    -------
+    dict
+        ``{"event", "lost", "reread_chunks", "discarded_round"}``.
+    """
+    return {"event": "worker_lost" if lost else "connection_lost", "lost": list(lost),
+            "reread_chunks": sorted(reread), "discarded_round": discard_round}
 
 
 def _core_share(results):

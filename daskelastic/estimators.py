@@ -34,7 +34,7 @@ from .objective import lambda_from_C
 from .placement import make_chunks, split_rows
 from .policies import STRAGGLER_POLICIES, StragglerPolicy, make_straggler_policy
 from .scaling import SCALING_POLICIES, ScalingPolicy
-from .session import BACKENDS, client_context, current_client, fit_session
+from .session import BACKENDS, _in_dask_task, client_context, current_client, fit_session
 from .targets import TargetEncoder, not_finite
 
 __all__ = ["LogisticRegression", "LinearSVC", "Ridge"]
@@ -94,7 +94,8 @@ def _check_numeric(X):
                 + ". daskelastic fits numeric features: encode these first, e.g. one-hot "
                 f"with dask.dataframe.get_dummies(X.categorize(columns={names!r})); the "
                 "command line (python -m daskelastic fit) one-hot encodes them itself")
-    elif getattr(X, "dtype", None) is not None and np.dtype(X.dtype).kind not in "biuf":
+    elif getattr(X, "dtype", None) is not None \
+            and (_numpy_dtype(X.dtype) or X.dtype).kind not in "biuf":
         raise ValueError(f"X has dtype {X.dtype}: daskelastic fits numeric features")
 
 
@@ -272,7 +273,9 @@ class _CoCoABase(BaseEstimator):
             raise ValueError(f"the Dask client is {status}: pass a running client, or "
                              "none to use the current one")
         if self.__dict__.pop("_client_lost", False) and self.client is None \
-                and current_client() is None:
+                and current_client() is None and not _in_dask_task():
+            # (in a Dask task, as joblib's Dask backend runs it, fitting in the
+            # worker's process is what the user guide describes)
             warnings.warn(
                 f"this {type(self).__name__} lost its Dask client when it was pickled "
                 "(e.g. sent to a joblib process by GridSearchCV or cross_validate with "

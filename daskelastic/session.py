@@ -197,8 +197,9 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
         # worker process cannot start a LocalCluster of its own
         if dask_input or backend == "dask":
             raise ValueError("a fit in a task on a Dask worker fits in the worker's "
-                             "process: pass client=... to fit on the cluster (dask input "
-                             "and backend='dask' need one)")
+                             "process, and dask input and backend='dask' need the "
+                             "cluster: run such fits from the client's process (for a "
+                             "search, with joblib's threading backend and client=...)")
         yield "inprocess", None
         return
     client = client if client is not None else current_client()

@@ -66,6 +66,14 @@ def _leftovers(client):
     return {"state": {w: s for w, s in state.items() if s}, "keys": keys, "records": records}
 
 
+def held_anywhere(client, fit_id):
+    """``{worker: [chunk ids]}`` of fit ``fit_id`` on every worker of the cluster."""
+    def chunks(dask_worker):
+        fit = getattr(dask_worker, "_daskelastic_fits", {}).get(fit_id)
+        return [] if fit is None or fit.solver is None else fit.solver.chunk_ids
+    return client.run(chunks, on_error="ignore")
+
+
 class InvariantChecker:
     """A ``round_hook`` that checks invariants 1 and 2 at every round boundary.
 
@@ -93,6 +101,10 @@ class InvariantChecker:
                     raise
                 time.sleep(0.2)
         np.testing.assert_allclose(alpha_sum * inv_lam_n, v, rtol=1e-9, atol=1e-12)
+        # no worker outside the placement holds a chunk of the fit either
+        outside = {w: c for w, c in held_anywhere(self.client, backend.fit_id).items()
+                   if c and w not in held}
+        assert not outside, f"chunks held outside the placement: {outside}"
         chunks = [c for d in held.values() for c in d["chunks"]]
         assert sorted(chunks) == list(range(self.n_chunks))
         assert sum(d["rows"] for d in held.values()) == self.n_rows

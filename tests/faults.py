@@ -67,8 +67,9 @@ class FaultyBackend(DaskBackend):
     client's link to the scheduler) for ``"drop"``.
     """
 
-    def __init__(self, client, problem, fault, moment, seed=0, cluster=None, proxy=None):
-        super().__init__(client, problem)
+    def __init__(self, client, problem, fault, moment, seed=0, cluster=None, proxy=None,
+                 transport=None):
+        super().__init__(client, problem, transport=transport)
         self.fault = fault
         self.moment = moment
         self.seed = seed
@@ -125,9 +126,16 @@ class FaultyBackend(DaskBackend):
         elif self.moment == "kept-worker" and len(holders) == 1:
             victims = holders
         if victims and self.fault == "kill":
-            # the victims' rounds last longer (the solver's slowdown), so the
-            # kill lands while they run, not after their results came
-            kwargs["slowdowns"] = {v: 1000.0 for v in victims}
+            # stopped before the round is sent and killed after, so the kill
+            # lands while their round is under way, not after its results came
+            pids = self.client.run(os.getpid, workers=victims)
+            for v in victims:
+                os.kill(pids[v], signal.SIGSTOP)
+            super().start_round(round_id, w, settlements, **kwargs)
+            self.hit.extend(victims)
+            for v in victims:
+                os.kill(pids[v], signal.SIGKILL)
+            return
         super().start_round(round_id, w, settlements, **kwargs)
         if victims:
             self._inject(victims)
@@ -153,7 +161,8 @@ def _resume(pids):
 
 
 def fit_with_fault(client, table, fault, moment, *, seed=0, kind="numpy", C=0.5,
-                   n_chunks=12, cluster=None, proxy=None, check=True, **kwargs):
+                   n_chunks=12, cluster=None, proxy=None, check=True, transport=None,
+                   **kwargs):
     """``run_cocoa`` of logistic regression on ``table``, meeting ``fault`` at ``moment``.
 
     Returns ``(result, backend, checker)``; ``checker`` checked the invariants
@@ -165,7 +174,7 @@ def fit_with_fault(client, table, fault, moment, *, seed=0, kind="numpy", C=0.5,
     problem = Problem(loss=loss_code("logistic"), lam=lambda_from_C(C, n), n_samples=n,
                       n_features=d, n_targets=1, intercept_scaling=1.0)
     backend = FaultyBackend(client, problem, fault, moment, seed, cluster=cluster,
-                            proxy=proxy)
+                            proxy=proxy, transport=transport)
     checker = InvariantChecker(client, n_chunks, n) if check else None
     try:
         if kind == "numpy":
@@ -189,11 +198,12 @@ def scheduler_plugins(client):
     return sorted(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.plugins)))
 
 
-def run_cell(table, optimum, fault, moment, *, timeout=300.0, tol=1e-6, seed=0):
+def run_cell(table, optimum, fault, moment, *, timeout=300.0, tol=1e-6, seed=0, check=True):
     """One cell of the matrix on a fresh 3-worker cluster; a dict of what happened.
 
     The fit runs in a thread, and a fit still running after ``timeout``
-    seconds is reported as ``"HANG"``.
+    seconds is reported as ``"HANG"``; with ``check``, the invariants are
+    checked at every round boundary (a failed check is an error).
     """
     from distributed import Client, LocalCluster
 
@@ -211,7 +221,7 @@ def run_cell(table, optimum, fault, moment, *, timeout=300.0, tol=1e-6, seed=0):
             try:
                 box["result"] = fit_with_fault(
                     client, table, fault, moment, seed=seed, cluster=cluster, proxy=proxy,
-                    check=False, tol=tol, max_iter=6 if moment == "gap-pass" else 3000)
+                    check=check, tol=tol, max_iter=6 if moment == "gap-pass" else 3000)
             except BaseException as e:  # noqa: BLE001 - reported in the table
                 box["error"] = e
                 box["traceback"] = traceback.format_exc()

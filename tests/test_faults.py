@@ -89,6 +89,22 @@ def test_a_fit_goes_on_through_a_stopped_worker_a_joiner_and_a_cut_connection(
         assert scheduler_plugins(client) == plugins
 
 
+@pytest.mark.parametrize("fault", ["kill", "drop"])
+def test_rounds_as_tasks_survive_a_kill_and_a_cut_connection(flights_6k, flights_6k_optimum,
+                                                             fault):
+    """``round-transport: task``: a round task restricted to a dead worker is noticed,
+    and the round of a new epoch is a new task (not the cancelled one's result)."""
+    with local_cluster(3) as cluster, TcpProxy(cluster.scheduler_address) as proxy, \
+            Client(proxy.address, set_as_default=False) as client:
+        result, backend, check = fit_with_fault(client, flights_6k, fault, "round", C=C,
+                                                n_chunks=N_CHUNKS, proxy=proxy,
+                                                transport="task", tol=1e-6, max_iter=2000)
+        assert backend.hit and backend.transport == "task"
+        assert result.converged and check.rounds == len(result.history)
+        assert result.objective.primal - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
+        assert fit_leftovers(client) == {"state": {}, "keys": [], "records": []}
+
+
 def test_a_fit_survives_two_kills_in_a_row(flights_6k, flights_6k_optimum):
     """A second worker dies while the fit recovers from the first."""
 

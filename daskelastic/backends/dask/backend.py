@@ -12,6 +12,7 @@ from dask.utils import parse_timedelta
 
 from ... import adaptive, config
 from ...driver import Backend, ConnectionLost, WorkersLost
+from ...elastic import lost_event
 from ...placement import assign_chunks
 from ...session import client_context
 from .calls import (
@@ -299,7 +300,7 @@ class DaskBackend(Backend):
         self._source = ("dask", (arrays, encoder))
         blocks = persisted_blocks(self.client, persisted or arrays)
         del persisted
-        who_has = self.client.who_has(blocks[0])
+        who_has = ask_scheduler("asking where the input is", self.client.who_has, blocks[0])
         sizes = {i: int(n) for i, n in enumerate(X.chunks[0])}
         self.chunk_sizes = sizes
         preferred = {i: list(who_has.get(f.key, ())) for i, f in enumerate(blocks[0])}
@@ -367,11 +368,8 @@ class DaskBackend(Backend):
                 self._sq_norm_sum = None
                 known = len(self.lost)
                 reread = self.recover(lost.workers)
-                lost_now = self.lost[known:]
-                self._events.append({"event": "worker_lost" if lost_now else "connection_lost",
-                                     "lost": lost_now,
-                                     "reread_chunks": sorted(reread),
-                                     "discarded_round": None, "while": "loading"})
+                self._events.append(dict(lost_event(self.lost[known:], reread, None),
+                                         **{"while": "loading"}))
         except Exception as e:  # noqa: BLE001 - re-raised below, without references
             error = e
         if error is not None:
@@ -438,7 +436,7 @@ class DaskBackend(Backend):
             workers holding chunks.
         """
         self._published = True
-        ask_scheduler(self.client, "publishing the fit's placement", adaptive.publish_fit,
+        ask_scheduler("publishing the fit's placement", adaptive.publish_fit,
                       self.client, self.fit_id, self.placement,
                       len(self.placement) if target is None else target, self.released)
 
@@ -556,17 +554,11 @@ class DaskBackend(Backend):
         if held:
             raise RuntimeError(f"workers {held} still hold chunks: move them first")
         actor_keys = self._drop_actors(workers)
-        if not retire:
-            # free their memory for other work; a retired worker's goes with
-            # it (and close() drops the fit everywhere, retired or not).  On
-            # the workers' event loops: a worker that died meanwhile is skipped
-            self.client.run(drop_fit, self.fit_id, workers=workers, on_error="ignore")
         for w in workers:
             if w in self._workers:
                 self._workers.remove(w)
             self.placement.pop(w, None)
         self.released.extend(w for w in workers if w not in self.released)
-        self.publish(target)
         if retire:
             # in the background: the scheduler's retirement takes 0.1-0.2 s
             # that the next rounds (on other workers) need not wait for
@@ -574,6 +566,14 @@ class DaskBackend(Backend):
                 self._retire_pool = ThreadPoolExecutor(1, thread_name_prefix="daskelastic-retire")
             self._retiring.append((workers, self._retire_pool.submit(
                 adaptive.retire_released, self.client, workers, actor_keys)))
+        else:
+            # free their memory for other work, keeping a fence against changes
+            # still in flight; a retired worker's goes with it (and close()
+            # drops the fit everywhere).  On the workers' event loops: a worker
+            # that died meanwhile is skipped
+            ask_scheduler("dropping the released workers' state", self.client.run, drop_fit,
+                          self.fit_id, workers=workers, on_error="ignore", released=True)
+        self.publish(target)
 
     def wait_retired(self, timeout=60.0):
         """Wait for the retirements :meth:`release` started in the background.
@@ -624,7 +624,7 @@ class DaskBackend(Backend):
             fut = self._actor_futures.pop(w, None)
             if fut is not None:
                 keys.append(fut.key)
-                self.client.cancel([fut], force=True)
+                self._cancel_tasks([(w, fut)])
         return keys
 
     # -- lost workers -------------------------------------------------------------
@@ -674,11 +674,10 @@ class DaskBackend(Backend):
         """
         lost = set(lost)
         self._finish_round(lost)
-        reread = {}
         deadline = None
         while True:
             try:
-                reread.update(self._resync(lost, settlements or {}, speeds or {}))
+                reread = self._resync(lost, settlements or {}, speeds or {})
                 break
             except ConnectionLost:
                 # the client may not have noticed yet: _resync waits for it to
@@ -692,9 +691,7 @@ class DaskBackend(Backend):
                 lost.update(more.workers)
         self.lost.extend(w for w in sorted(lost) if w not in self.lost)
         self.publish()
-        # a chunk re-read twice (its first destination died too) is where it
-        # was read last
-        return {c: w for c, w in reread.items() if c in self.placement.get(w, ())}
+        return reread
 
     def _finish_round(self, lost):
         """Stop the running round on the live workers and wait for it; add losses to ``lost``."""
@@ -741,7 +738,7 @@ class DaskBackend(Backend):
         self._epoch += 1
         live = set(scheduler_workers(self.client)) - lost
         survey = sorted(w for w in self._touched if w in live)
-        answers = ask_scheduler(self.client, "asking the workers what they hold",
+        answers = ask_scheduler("asking the workers what they hold",
                                 self.client.run, resync, self.fit_id, self._epoch,
                                 {w: settlements.get(w) for w in survey},
                                 workers=survey, on_error="return") if survey else {}
@@ -877,7 +874,7 @@ class DaskBackend(Backend):
                 run_round, self.fit_id, self._epoch, round_id, w, settlements.get(addr),
                 inv_lam_n, sigma, steps, seed, float(slowdowns.get(addr, 1.0)),
                 workers=[addr], allow_other_workers=False, pure=False,
-                key=f"daskelastic-round-{round_id}-{self.fit_id}-{addr}")
+                key=f"daskelastic-round-{round_id}-{self._epoch}-{self.fit_id}-{addr}")
                 for addr in self.placement}
         self._signals = {a: done_signal(c) for a, c in self._pending.items()}
 
@@ -930,8 +927,8 @@ class DaskBackend(Backend):
             self._stop_calls.extend((a, self._actors[a].stop(round_id)) for a in workers
                                     if a in self._actors)
         else:
-            self.client.run(request_stop, self.fit_id, round_id, workers=list(workers),
-                            on_error="ignore")
+            ask_scheduler("asking workers to stop", self.client.run, request_stop,
+                          self.fit_id, round_id, workers=list(workers), on_error="ignore")
 
     def _collect_stop_calls(self):
         """Wait for the stop requests of the round (a stopped worker may be gone)."""

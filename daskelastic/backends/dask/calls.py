@@ -25,8 +25,9 @@ from distributed.protocol import to_serialize
 from ... import config
 from ...driver import ConnectionLost, WorkersLost
 
-__all__ = ["ActorCalls", "calls_direct", "gather_watching", "wait_any", "scheduler_workers",
-           "ask_scheduler", "persisted_blocks", "is_lost_error", "connection_lost"]
+__all__ = ["ACTOR_PREFIX", "ActorCalls", "calls_direct", "done_signal", "result_watching",
+           "gather_watching", "wait_any", "scheduler_workers", "ask_scheduler",
+           "persisted_blocks", "is_lost_error", "connection_lost"]
 
 
 class ActorCalls:
@@ -110,13 +111,11 @@ def calls_direct(client, address, setting):
         return False
 
 
-def ask_scheduler(client, what, call, *args, **kwargs):
+def ask_scheduler(what, call, *args, **kwargs):
     """``call(*args, **kwargs)``, a call to the scheduler, its comm errors as ConnectionLost.
 
     Parameters
     ----------
-    client : distributed.Client
-        The client (unused; says whose connection it is).
     what : str
         What was asked, for the error.
     call : callable
@@ -145,7 +144,7 @@ def scheduler_workers(client):
     daskelastic.driver.ConnectionLost
         When the client's connection to the scheduler is broken.
     """
-    return sorted(ask_scheduler(client, "asking for the workers", client.ncores))
+    return sorted(ask_scheduler("asking for the workers", client.ncores))
 
 
 def done_signal(call):
@@ -328,9 +327,26 @@ def persisted_blocks(client, arrays):
 
     Returns once every block is in memory (a block a dying worker held is
     computed again by the scheduler).
+
+    Raises
+    ------
+    RuntimeError
+        When the cluster had no worker for ``daskelastic.fault.worker-timeout``
+        seconds while the blocks were computed.
     """
     persisted = client.persist(arrays)
-    concurrent.futures.wait([done_signal(f) for f in futures_of(persisted)])
+    signals = [done_signal(f) for f in futures_of(persisted)]
+    timeout = float(config.get("fault.worker-timeout"))
+    workerless = None
+    while concurrent.futures.wait(signals, timeout=_poll_interval()).not_done:
+        if scheduler_workers(client):
+            workerless = None
+            continue
+        workerless = workerless or time.monotonic()
+        if time.monotonic() - workerless > timeout:
+            raise RuntimeError(f"the Dask cluster had no worker for {timeout:g} s "
+                               "(daskelastic.fault.worker-timeout) while the input was "
+                               "computed")
     blocks = []
     for a in persisted:
         futs = {f.key: f for f in futures_of(a)}

@@ -7,6 +7,7 @@ The functions here run as tasks (or, for :class:`RoundActor`, as calls of an
 actor) on the worker that holds the state.
 """
 
+import math
 import threading
 import typing
 
@@ -30,25 +31,35 @@ class WorkerFit:
     """One fit's state on a worker: its solver, and the epoch that fences stale changes.
 
     The driver starts a new *epoch* whenever it recovers from a lost worker
-    (:func:`resync`): it asks every live worker what it holds and re-reads
-    the chunks held nowhere.  A load, take or put sent before that but run
-    after it would add (or remove) chunks the driver no longer counts on —
-    a chunk held twice, or not at all — so each carries the epoch it was
-    sent in, and one from an older epoch changes nothing.  The check and the
-    change happen under :attr:`lock`, as does the survey, so a change is
-    either seen by the survey or refused.
+    or a lost connection (:func:`resync`): it asks every live worker what it
+    holds and re-reads the chunks held nowhere.  A load, take, put or round
+    sent before that but run after it would change what the driver no longer
+    counts on — a chunk held twice, or not at all — so each carries the
+    epoch it was sent in, and one from an older epoch changes nothing.  The
+    check and the change happen under :attr:`lock`, as does the survey, so a
+    change is either seen by the survey or refused; a worker surveyed before
+    it held anything keeps the epoch too (its state starts empty, with no
+    solver until a load brings the problem).  Rounds run one at a time
+    (:attr:`round_lock`): one sent before a recovery runs out before the
+    next starts, and its work, pending from an older epoch, is discarded.
 
-    Parameters
+    Attributes
     ----------
-    solver : daskelastic.solvers.ChunkSolver
-        The fit's chunks, dual state and pending round on this worker.
+    solver : daskelastic.solvers.ChunkSolver or None
+        The fit's chunks, dual state and pending round on this worker; None
+        until the first load.
+    epoch : int or float
+        The newest epoch seen; ``inf`` once the fit let the worker go.
+    round_epoch : int
+        The epoch of the last round started.
     """
 
-    def __init__(self, solver):
-        self.solver = solver
+    def __init__(self):
+        self.solver = None
         self.epoch = 0
-        self.round_epoch = 0   # the epoch of the last round started
+        self.round_epoch = 0
         self.lock = threading.Lock()
+        self.round_lock = threading.Lock()
 
     def current(self, epoch):
         """Whether a change sent in ``epoch`` may still be made (hold :attr:`lock`)."""
@@ -67,18 +78,32 @@ def _registry(worker=None):
     return reg
 
 
-def _fit(fit_id, problem=None):
-    """This worker's state of fit ``fit_id``; created from ``problem`` when it has none."""
-    reg = _registry()
+def _entry(fit_id, worker=None):
+    """This worker's :class:`WorkerFit` of ``fit_id``, created empty when it has none."""
+    reg = _registry(worker)
     fit = reg.get(fit_id)
     if fit is None:
+        with _REGISTRY_LOCK:
+            fit = reg.setdefault(fit_id, WorkerFit())
+    return fit
+
+
+def _fit(fit_id, problem=None):
+    """This worker's state of fit ``fit_id``, with a solver made from ``problem`` if it has none.
+
+    Raises
+    ------
+    RuntimeError
+        When the worker holds no solver of the fit and no ``problem`` is given.
+    """
+    fit = _entry(fit_id)
+    if fit.solver is None:
         if problem is None:
             raise RuntimeError(f"worker holds no state of fit {fit_id}")
-        with _REGISTRY_LOCK:
-            fit = reg.get(fit_id)
-            if fit is None:
-                fit = reg[fit_id] = WorkerFit(ChunkSolver(problem.loss, problem.n_targets,
-                                                          problem.intercept_scaling))
+        with fit.lock:
+            if fit.solver is None:
+                fit.solver = ChunkSolver(problem.loss, problem.n_targets,
+                                         problem.intercept_scaling)
     return fit
 
 
@@ -112,9 +137,10 @@ def load_chunks(fit_id, problem, epoch, *chunks):
             return None
         for c in chunks:
             fit.solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)
-    total = sum(sq_norm_sum(c.X) for c in chunks)
-    fit.solver.prepare()
-    return total
+        # packing under the lock: a chunk added while the rows are packed
+        # would be left out of the packing and forgotten
+        fit.solver.prepare()
+    return sum(sq_norm_sum(c.X) for c in chunks)
 
 
 class BadBlock(typing.NamedTuple):
@@ -154,9 +180,8 @@ def load_block(fit_id, problem, epoch, encoder, chunk_id, X, y, sample_weight=No
         if not fit.current(epoch):
             return None
         fit.solver.add_chunk(chunk_id, X, Y, sw)
-        complete = pack_with is not None and set(pack_with) <= set(fit.solver.chunk_ids)
-    if complete:
-        fit.solver.prepare()
+        if pack_with is not None and set(pack_with) <= set(fit.solver.chunk_ids):
+            fit.solver.prepare()   # under the lock, as in load_chunks
     return total
 
 
@@ -189,26 +214,34 @@ def run_round(fit_id, epoch, round_id, w, settlement, inv_lam_n, sigma, steps, s
               slowdown=1.0):
     """Settle the previous round, then run this round's local solver.
 
-    A round of an older ``epoch`` still pending (it ran on while the driver
-    recovered, and the survey did not see it) is discarded first: the
-    driver's ``w`` follows the committed ``α`` the survey found.
+    Returns the round's :class:`~daskelastic.solvers.LocalResult`, or None
+    for a round sent in an epoch past (the driver recovered since, and no
+    longer waits for it).  A round of an older epoch still pending (it ran
+    on while the driver recovered, and the survey did not see it) is
+    discarded first: the driver's ``w`` follows the committed ``α`` the
+    survey found.
     """
     fit = _fit(fit_id)
-    solver = fit.solver
-    if solver.pending is not None and fit.round_epoch < epoch:
-        solver.discard(solver.pending[0])
-    _settle(solver, settlement)
-    fit.round_epoch = epoch
-    return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
-                        steps=steps, seed=seed, slowdown=slowdown)
+    with fit.round_lock:
+        with fit.lock:
+            if not fit.current(epoch):
+                return None
+            solver = fit.solver
+            if solver.pending is not None and fit.round_epoch < epoch:
+                solver.discard(solver.pending[0])
+            _settle(solver, settlement)
+            fit.round_epoch = epoch
+        return solver.solve(w, round_id=round_id, inv_lam_n=inv_lam_n, sigma=sigma,
+                            steps=steps, seed=seed, slowdown=slowdown)
 
 
 def request_stop(fit_id, round_id, dask_worker=None):
     """Ask this worker's solver to stop round ``round_id`` (runs on the event loop)."""
     fit = getattr(dask_worker or get_worker(), _REGISTRY_ATTR, {}).get(fit_id)
-    if fit is not None:
-        fit.solver.request_stop(round_id)
-    return fit is not None
+    if fit is None or fit.solver is None:
+        return False
+    fit.solver.request_stop(round_id)
+    return True
 
 
 class RoundActor:
@@ -238,15 +271,12 @@ class RoundActor:
 
     def settle(self, settlement):
         """Apply a settlement outside a round (in the actor thread, after any round)."""
-        _settle(self.worker_solver(), settlement)
+        settle(self.fit_id, settlement)
 
     def load(self, problem, epoch, *chunks):
         """Hold in-memory chunks sent with the call, packed (:func:`load_chunks`)."""
         return load_chunks(self.fit_id, problem, epoch, *chunks)
 
-    def worker_solver(self):
-        """This fit's solver on this worker."""
-        return getattr(self.worker, _REGISTRY_ATTR, {})[self.fit_id].solver
 
     async def stop(self, round_id):
         """Ask the running round to stop.
@@ -259,23 +289,30 @@ class RoundActor:
 
 def settle(fit_id, settlement):
     """Apply a settlement outside a round (end of fit)."""
-    _settle(_solver(fit_id), settlement)
+    fit = _fit(fit_id)
+    with fit.lock:
+        _settle(fit.solver, settlement)
 
 
 def alpha_sum(fit_id, n_features):
     """``Σ α_i x_i`` over this worker's chunks."""
-    return _solver(fit_id).weighted_alpha_sum(n_features)
+    fit = _fit(fit_id)
+    with fit.lock:
+        return fit.solver.weighted_alpha_sum(n_features)
 
 
 def gather_alpha(fit_id):
     """``{chunk_id: α}`` of this worker."""
-    return _solver(fit_id).alpha_by_chunk()
+    fit = _fit(fit_id)
+    with fit.lock:
+        return fit.solver.alpha_by_chunk()
 
 
 def describe(fit_id):
     """Chunks and rows this worker holds."""
-    s = _solver(fit_id)
-    return {"chunks": s.chunk_ids, "rows": s.n_rows}
+    fit = _fit(fit_id)
+    with fit.lock:
+        return {"chunks": fit.solver.chunk_ids, "rows": fit.solver.n_rows}
 
 
 def take_chunks(fit_id, epoch, chunk_ids):
@@ -307,11 +344,13 @@ def put_chunks(fit_id, problem, epoch, block):
 def resync(fit_id, epoch, settlements, dask_worker=None):
     """Start ``epoch`` on this worker and say which chunks it holds (``Client.run``).
 
-    The driver's survey after a lost worker (see :class:`WorkerFit`): changes
-    sent in an older epoch are refused from now on.  A pending round is
+    The driver's survey after a lost worker or connection (see
+    :class:`WorkerFit`): changes sent in an older epoch are refused from now
+    on, also on a worker that holds nothing yet.  A pending round is
     committed when this worker's settlement commits it (the settlement of
     the last round, which this worker may not have received) and otherwise
-    discarded.  No round may be running.
+    discarded.  The driver waited for the rounds it sent; one that still
+    runs (sent before a cut connection) is discarded by the next round.
 
     Parameters
     ----------
@@ -331,13 +370,13 @@ def resync(fit_id, epoch, settlements, dask_worker=None):
         The ids of the chunks held; None for a worker that holds no state
         of the fit.
     """
-    fit = _registry(dask_worker).get(fit_id)
-    if fit is None:
-        return None
+    fit = _entry(fit_id, dask_worker)
     settlement = settlements.get(dask_worker.address)
     with fit.lock:
         fit.epoch = max(fit.epoch, epoch)
         solver = fit.solver
+        if solver is None:
+            return None
         if solver.pending is not None:
             round_id = solver.pending[0]
             if settlement is not None and settlement[0] == round_id \
@@ -348,7 +387,18 @@ def resync(fit_id, epoch, settlements, dask_worker=None):
         return solver.chunk_ids
 
 
-def drop_fit(fit_id, dask_worker=None):
-    """Forget everything this worker holds for a fit (``Client.run`` passes the worker)."""
-    reg = getattr(dask_worker or get_worker(), _REGISTRY_ATTR, None) or {}
-    return reg.pop(fit_id, None) is not None
+def drop_fit(fit_id, dask_worker=None, released=False):
+    """Forget everything this worker holds for a fit (``Client.run`` passes the worker).
+
+    With ``released`` (the fit let the worker go) an empty state stays that
+    refuses every change still in flight (its epoch is infinite), until the
+    fit ends and drops it.
+    """
+    reg = getattr(dask_worker or get_worker(), _REGISTRY_ATTR, None)
+    if reg is None:
+        return False
+    held = reg.pop(fit_id, None) is not None
+    if released:
+        reg[fit_id] = WorkerFit()
+        reg[fit_id].epoch = math.inf
+    return held
