@@ -48,13 +48,18 @@ def flights_small():
     return X[:, keep].tocsr(), y
 
 
+def first_flights(flights_small, n_rows):
+    """The first ``n_rows`` of ``flights_small``, the columns seen at least 20 times in them."""
+    X, y = flights_small
+    X = X[:n_rows]
+    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
+    return X[:, keep].tocsr(), y[:n_rows]
+
+
 @pytest.fixture(scope="session")
 def flights_6k(flights_small):
     """6,000 real flights, one-hot CSR, the columns seen at least 20 times."""
-    X, y = flights_small
-    X = X[:6000]
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
-    return X[:, keep].tocsr(), y[:6000]
+    return first_flights(flights_small, 6000)
 
 
 @pytest.fixture(scope="session")

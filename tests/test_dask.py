@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from conftest import first_flights
 
 import daskelastic as de
 from daskelastic.backends.dask import DaskBackend
@@ -27,10 +28,7 @@ def _fit_state(client):
 @pytest.fixture(scope="module")
 def table(flights_small):
     """3,000 real flights, one-hot, the columns seen at least 20 times (83)."""
-    X, y = flights_small
-    X = X[:3000]
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
-    return X[:, keep].tocsr(), y[:3000]
+    return first_flights(flights_small, 3000)
 
 
 @pytest.fixture(scope="module")
