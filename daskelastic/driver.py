@@ -349,6 +349,30 @@ class Backend:
         """``Σ α_i x_i`` over all rows, gathered from the workers (debugging)."""
         raise NotImplementedError
 
+    def start_duals(self, w, scales=()):
+        """Set every row's ``α`` to the dual values that match ``w`` (a warm start).
+
+        See :meth:`daskelastic.solvers.ChunkSolver.start_duals`; no round may
+        be pending.
+
+        Parameters
+        ----------
+        w : ndarray of shape (d + 1, m)
+            Coefficients, the intercept coefficient in the last row.
+        scales : sequence of float
+            Scales at which to sum the dual values of ``s·α``.
+
+        Returns
+        -------
+        ndarray of shape (len(scales),)
+            Those sums over all rows.
+        """
+        raise NotImplementedError
+
+    def scale_duals(self, scale):
+        """Multiply every row's ``α`` by ``scale`` (after :meth:`start_duals`)."""
+        raise NotImplementedError
+
     def describe(self, ask_workers=True):
         """What each worker holds, for the history and monitoring.
 
@@ -473,6 +497,10 @@ _PLAIN_RATIO = 0.6
 #: For the hinge, whose gap jumps from round to round: the smallest gap of the
 #: last ``_HINGE_PLAIN_WINDOW`` rounds against the smallest before them.
 _HINGE_PLAIN_WINDOW = 12
+#: The scales ``s`` of the dual state ``s·α`` a warm start chooses from (see
+#: ``_start_duals``): 0 (a cold start, when the dual prefers it) and ratios of
+#: 2^(1/3) from 1/64 to 64.
+WARM_SCALES = np.concatenate([[0.0], 2.0 ** (np.arange(-18, 19) / 3.0)])
 #: Catalyst's outer state when no centre has been taken yet: the previous
 #: outer iterate and its primal, the first gap and the rounds of the current
 #: proximal problem.
@@ -483,7 +511,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
               local_steps=None, random_state=0, acceleration="auto",
               straggler_policy=None, callback=None, round_hook=None,
               scaling_policy=None, min_workers=None, release_workers="auto",
-              max_workers=None):
+              max_workers=None, w_start=None):
     """Run CoCoA+ rounds on ``backend`` until the relative gap is ≤ ``tol``.
 
     With acceleration, the rounds solve a sequence of proximal problems
@@ -572,6 +600,11 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         :class:`daskelastic.elastic.ElasticController`).
     max_workers : int, optional
         Take in joining workers only up to this many.
+    w_start : ndarray of shape (d + 1, m), optional
+        A warm start: every row's ``α`` starts at the dual values that match
+        these coefficients (:meth:`Backend.start_duals`), not at 0, and the
+        first iterate is ``w(α)``; it is ``w_start`` itself when that is the
+        optimum of the same problem.
 
     Returns
     -------
@@ -631,7 +664,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         try:
             kappa = _kappa(acceleration, backend, problem)
             kappa_later = 0.0          # κ to switch on once the plain rounds slow down
-            if adaptive and kappa and problem.loss == LOGISTIC:
+            if adaptive and kappa and (problem.loss == LOGISTIC or w_start is not None):
+                # (a warm start is near the optimum: plain rounds first)
                 kappa_later, kappa = kappa, 0.0
             elif adaptive and not kappa:
                 kappa_later = _kappa_if_stalled(backend, problem)
@@ -646,6 +680,11 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     inv_lam_n = 1.0 / (lam_in * n)
     v = problem.zeros()        # = Σ α_i x_i / (λ' n), the proximal problem's iterate
     shift = problem.zeros()    # = κ y / λ'; the iterate is w = v + shift
+    if w_start is not None:
+        v, more = _start_duals(w_start, backend, elastic, lam, n)
+        setup_events.extend(more)
+        if kappa:   # the first centre is w(α): the iterate stays w(α)
+            v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam, n, kappa, v)
     w_outer_prev, p_outer_prev, inner_start, inner_rounds = _NO_CENTRE
     history = []
     settlements = {}
@@ -880,6 +919,33 @@ def _recover(elastic, backend, lost, inv_lam_n=None, **kwargs):
             return events, None if inv_lam_n is None else backend.alpha_sum() * inv_lam_n
         except WorkersLost as more:
             lost = more.workers
+
+
+def _start_duals(w, backend, elastic, lam, n):
+    """Set the workers' ``α`` from ``w`` (a warm start); return ``(Σ α_i x_i / (λn), events)``.
+
+    ``α`` is ``s`` times the dual values that match ``w``'s margins, ``s`` the
+    best of :data:`WARM_SCALES` for the dual objective.  A worker lost
+    meanwhile is recovered from and the dual state set again everywhere (the
+    re-read chunks too); without an elastic controller the loss is raised.
+    """
+    events = []
+    while True:
+        try:
+            sums = backend.start_duals(w, WARM_SCALES)
+            u = backend.alpha_sum()
+            # the best dual D(sα) = Σ dual_i(sα_i)/n − s²‖u‖²/(2λn²) on the
+            # ray: the dual values of w's margins belong to w's λ, and a new
+            # λ scales w(α) by λ_old/λ_new (for the squared loss, unbounded)
+            s = WARM_SCALES[int(np.argmax(sums / n - WARM_SCALES ** 2 * float(np.sum(u * u))
+                                          / (2.0 * lam * n * n)))]
+            if s != 1.0:
+                backend.scale_duals(s)
+            return s * u / (lam * n), events
+        except WorkersLost as lost:
+            if elastic is None:
+                raise
+            events.extend(_recover(elastic, backend, lost.workers)[0])
 
 
 def _reweigh(v, lam, lam_in, n, kappa, centre):

@@ -184,6 +184,7 @@ class _CoCoABase(BaseEstimator):
         "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "warm_start": ["boolean"],
         "client": [None, object],
         "backend": [StrOptions(set(BACKENDS))],
         "n_workers": [None, Interval(numbers.Integral, 1, None, closed="left")],
@@ -307,6 +308,7 @@ class _CoCoABase(BaseEstimator):
                           lam=lambda_from_C(self._C(), n), n_samples=n,
                           n_features=d, n_targets=encoder.n_targets,
                           intercept_scaling=icpt)
+        w_start = self._warm_start_w(problem, encoder)
         policy = make_straggler_policy(self.straggler_policy, n_backup=self.n_backup)
         cpw = self.chunks_per_worker or config.get("chunks-per-worker")
         # an embedded cluster is the fit's own: it may retire workers it frees
@@ -370,7 +372,8 @@ class _CoCoABase(BaseEstimator):
                                    min_workers=self.min_workers,
                                    release_workers=self.release_workers,
                                    max_workers=self.n_workers,
-                                   callback=monitor.on_round)
+                                   callback=monitor.on_round,
+                                   w_start=w_start)
             except BaseException as error:
                 monitor.finish(error=error)
                 raise
@@ -380,6 +383,35 @@ class _CoCoABase(BaseEstimator):
                 backend.close()
         self._set_fitted(result, encoder, problem, dtype)
         return self
+
+    def _warm_start_w(self, problem, encoder):
+        """The last fit's coefficients in the driver's layout (see ``run_cocoa``), or None.
+
+        None without ``warm_start`` or before a first fit; a ``ValueError``
+        when this fit's features, classes or targets are not the last's.
+        """
+        if not self.warm_start or not hasattr(self, "coef_"):
+            return None
+        d, m = problem.n_features, problem.n_targets
+        classes = getattr(encoder, "classes", None)
+        if classes is not None and not np.array_equal(classes, self.classes_):
+            raise ValueError(f"warm_start: this fit's classes {classes.tolist()} are not "
+                             f"the last fit's {self.classes_.tolist()}; fit with "
+                             "warm_start=False")
+        coef = np.asarray(self.coef_, dtype=np.float64)
+        coef = coef.reshape(-1, coef.shape[-1])
+        if coef.shape != (m, d):
+            raise ValueError(f"warm_start: the last fit had {coef.shape[1]} features and "
+                             f"{coef.shape[0]} targets, this one {d} and {m}; fit with "
+                             "warm_start=False")
+        w = np.zeros((d + 1, m))
+        w[:d] = coef.T
+        if problem.intercept_scaling:
+            # intercept_ = intercept_scaling · w[d] (+ a regressor's target offset)
+            intercept = np.broadcast_to(np.asarray(self.intercept_, dtype=np.float64), (m,))
+            offset = getattr(encoder, "offset", None)
+            w[d] = (intercept - (0.0 if offset is None else offset)) / problem.intercept_scaling
+        return w
 
     def _simulated_backend(self, X, Y, sw, problem, chunks_per_worker, dask_input):
         from .backends.simulated import SimulatedBackend
@@ -697,6 +729,15 @@ _COMMON_TAIL = """
     verbose : int, default=0
         ``1``: a progress bar with the duality gap, the workers and the time
         left; ``2``: a line per round.
+    warm_start : bool, default=False
+        Start from the previous call's coefficients instead of from zero: a
+        refit after a change of the regularisation (a path of ``C`` or
+        ``alpha`` values, say) then needs a fraction of the rounds of a cold
+        fit.  The dual state starts at the values that match those
+        coefficients, ``α_i = -c_i ℓ'(x_i·w)``, on the rows of this call's
+        ``X`` (which may differ from the last's), so the duality gap still
+        certifies the result.  The features and classes (or targets) must be
+        the previous fit's.
     client : distributed.Client, optional
         Cluster to fit on; the current client by default.
     backend : {"auto", "dask", "inprocess", "simulated"}, default="auto"
@@ -859,11 +900,11 @@ class LogisticRegression(_ClassifierBase):
 
     def __init__(self, C=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
                  intercept_scaling=1.0, class_weight=None, random_state=None,
-                 verbose=0, client=None, backend="auto", n_workers=None,
-                 chunks_per_worker=None, local_steps=None, gamma=1.0, sigma=None,
-                 acceleration="auto", straggler_policy="preempt", n_backup=None,
-                 cluster_model=None,
-                 scaling_policy=None, min_workers=None, release_workers="auto"):
+                 verbose=0, warm_start=False, client=None, backend="auto",
+                 n_workers=None, chunks_per_worker=None, local_steps=None, gamma=1.0,
+                 sigma=None, acceleration="auto", straggler_policy="preempt",
+                 n_backup=None, cluster_model=None, scaling_policy=None, min_workers=None,
+                 release_workers="auto"):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -872,6 +913,7 @@ class LogisticRegression(_ClassifierBase):
         self.class_weight = class_weight
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
         self.client = client
         self.backend = backend
         self.n_workers = n_workers
@@ -999,8 +1041,8 @@ class LinearSVC(_ClassifierBase):
 
     def __init__(self, C=1.0, *, loss="squared_hinge", tol=1e-4, max_iter=200,
                  fit_intercept=True, intercept_scaling=1.0, class_weight=None,
-                 random_state=None, verbose=0, client=None, backend="auto",
-                 n_workers=None, chunks_per_worker=None, local_steps=None,
+                 random_state=None, verbose=0, warm_start=False, client=None,
+                 backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
                  gamma=1.0, sigma=None, acceleration="auto", straggler_policy="preempt",
                  n_backup=None, cluster_model=None,
                  scaling_policy=None, min_workers=None, release_workers="auto"):
@@ -1013,6 +1055,7 @@ class LinearSVC(_ClassifierBase):
         self.class_weight = class_weight
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
         self.client = client
         self.backend = backend
         self.n_workers = n_workers
@@ -1100,8 +1143,8 @@ class Ridge(RegressorMixin, _CoCoABase):
     _loss = "squared"
 
     def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
-                 intercept_scaling=1.0, random_state=None, verbose=0, client=None,
-                 backend="auto", n_workers=None, chunks_per_worker=None,
+                 intercept_scaling=1.0, random_state=None, verbose=0, warm_start=False,
+                 client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
                  straggler_policy="preempt", n_backup=None, cluster_model=None,
                  scaling_policy=None, min_workers=None, release_workers="auto"):
@@ -1112,6 +1155,7 @@ class Ridge(RegressorMixin, _CoCoABase):
         self.intercept_scaling = intercept_scaling
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
         self.client = client
         self.backend = backend
         self.n_workers = n_workers

@@ -54,6 +54,7 @@ from .losses import (
     LOGISTIC_STEP_RTOL,
     LOSSES,
     coordinate_step,
+    dual_from_margins,
     dual_value,
     dual_value_change,
     logistic_step_at,
@@ -1687,6 +1688,60 @@ class ChunkSolver:
         self._take_pending(round_id)
         self._pending_duals = None   # (a kept α's dual values stay valid)
 
+    def start_duals(self, w, scales=()):
+        """Set every row's committed ``α`` to the dual values that match ``w``.
+
+        ``α_i = -c_i ℓ'(x_i·w)`` (:func:`~daskelastic.losses.dual_from_margins`):
+        a warm start from earlier coefficients, the dual optimum when ``w``
+        is the primal optimum of the same problem.  Any ``α`` so set is
+        feasible, so the duality gap stays a certificate.
+
+        Parameters
+        ----------
+        w : ndarray of shape (d + 1, m)
+            Coefficients, the intercept coefficient in the last row.
+        scales : sequence of float
+            Scales ``s`` at which to sum the dual values of ``s·α``, for the
+            caller to choose one (:meth:`scale_duals`).
+
+        Returns
+        -------
+        ndarray of shape (len(scales),)
+            ``Σ -(c_i ℓ_i)*(-s α_i)`` for each scale (``-inf`` where ``s·α``
+            leaves the conjugate's domain).
+
+        Raises
+        ------
+        RuntimeError
+            When a round's work is pending.
+        """
+        self._check_no_pending("set the dual state")
+        scales = np.asarray(scales, dtype=np.float64)
+        sums = np.zeros(scales.shape[0])
+        if self.n_rows == 0:
+            return sums
+        X, Y, sw, alpha = self._pack()
+        w = np.asarray(w, dtype=np.float64)
+        d = X.shape[1]
+        Z = np.asarray(X @ w[:d]) + self.intercept_scaling * w[d]
+        alpha[...] = dual_from_margins(self.loss, Y, sw, Z)
+        self._alpha_duals = None   # the kept logistic dual values were of the old α
+        _scaled_dual_sums(self.loss, Y, sw, alpha, scales, sums)
+        return sums
+
+    def scale_duals(self, scale):
+        """Multiply the committed ``α`` by ``scale`` (after :meth:`start_duals`).
+
+        Parameters
+        ----------
+        scale : float
+            The factor; ``α`` must stay feasible (``start_duals`` says where).
+        """
+        self._check_no_pending("scale the dual state")
+        if self.n_rows:
+            self._pack()[3][...] *= scale
+            self._alpha_duals = None
+
     def _take_pending(self, round_id):
         if self.pending is None or self.pending[0] != round_id:
             have = None if self.pending is None else self.pending[0]
@@ -1762,6 +1817,17 @@ class ChunkSolver:
         out[:d] = X.T @ alpha
         out[d] = self.intercept_scaling * alpha.sum(axis=0)
         return out
+
+
+@njit(cache=True, nogil=True)
+def _scaled_dual_sums(loss, Y, c, A, scales, out):
+    """``out[j] = Σ dual_value(scales[j]·A)`` over all entries (see ``ChunkSolver.start_duals``)."""
+    for j in range(scales.shape[0]):
+        total = 0.0
+        for i in range(A.shape[0]):
+            for k in range(A.shape[1]):
+                total += dual_value(loss, Y[i, k], scales[j] * A[i, k], c[i])
+        out[j] = total
 
 
 def _visit_order(rng, n, steps, bucket=None, work=None):

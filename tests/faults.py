@@ -1,10 +1,10 @@
 """Faults injected into a real Dask fit at chosen moments, and the fault matrix.
 
 :class:`FaultyBackend` is a real :class:`~daskelastic.backends.dask.DaskBackend`
-that only picks the moment of a fault — the load calls sent, a round's calls
-sent, the gap-only pass's calls sent, before a chunk move, after a release —
-so the fault lands while that operation is under way.  The faults are real
-too: ``SIGKILL`` or ``SIGSTOP`` (5 s) to worker processes of a
+that only picks the moment of a fault — the load calls sent, a warm start's
+dual values being set, a round's calls sent, the gap-only pass's calls sent,
+before a chunk move, after a release — so the fault lands while that operation
+is under way.  The faults are real too: ``SIGKILL`` or ``SIGSTOP`` (5 s) to worker processes of a
 ``LocalCluster``, a worker joining it, or the client's connection to the
 scheduler cut for a second (through :class:`~tcp_proxy.TcpProxy`).
 
@@ -49,6 +49,7 @@ FAULTS = ("kill", "stop", "join", "drop")
 #: Where a fault lands, with the scaling schedule that makes the moment happen.
 MOMENTS = {
     "loading": {},
+    "warm-start": {},
     "round": {},
     "two-of-three": {},
     "gap-pass": {},
@@ -140,6 +141,12 @@ class FaultyBackend(DaskBackend):
         if victims:
             self._inject(victims)
 
+    def start_duals(self, w, scales=()):
+        if self.moment == "warm-start" and not self.hit:
+            holders = sorted(self.placement)
+            self._inject(holders[self.seed % len(holders):][:1])
+        return super().start_duals(w, scales)
+
     def move_chunks(self, moves):
         if self.moment == "move" and moves and not self.hit:
             _, src, dst = moves[0]
@@ -185,6 +192,9 @@ def fit_with_fault(client, table, fault, moment, *, seed=0, kind="numpy", C=0.5,
             rows = -(-n // n_chunks)
             backend.load_dask(da.from_array(X, chunks=(rows, -1), asarray=False),
                               da.from_array(y, chunks=rows), None, enc)
+        if moment == "warm-start":
+            # the dual values of the margins of w = 0: α = y/2, not 0
+            kwargs.setdefault("w_start", problem.zeros())
         result = run_cocoa(backend, problem, round_hook=checker, **{**MOMENTS[moment],
                                                                     **kwargs})
     finally:

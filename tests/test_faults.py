@@ -3,9 +3,9 @@
 The kills are real: ``SIGKILL`` to worker processes of a ``LocalCluster``
 (whose nannies restart them), sent by :class:`~faults.FaultyBackend` — a real
 :class:`~daskelastic.backends.dask.DaskBackend` that only picks the moment:
-while the data loads, while a round runs, during the gap-only pass, during a
-chunk move, while released workers retire, the worker a scale-in kept, two of
-three.  At every round boundary the invariants hold
+while the data loads, while a warm start sets the dual values, while a round
+runs, during the gap-only pass, during a chunk move, while released workers
+retire, the worker a scale-in kept, two of three.  At every round boundary the invariants hold
 (:class:`~cluster_checks.InvariantChecker`), the fit reaches the optimum of
 the whole table, and the cluster is left clean and usable.  A worker stopped
 for 5 s, a worker joining and the client's connection to the scheduler cut

@@ -139,6 +139,13 @@ class InProcessBackend(Backend):
             total += solver.weighted_alpha_sum(self.problem.n_features)
         return total
 
+    def start_duals(self, w, scales=()):
+        return sum(s.start_duals(w, scales) for s in self.solvers.values())
+
+    def scale_duals(self, scale):
+        for solver in self.solvers.values():
+            solver.scale_duals(scale)
+
     def gather_alpha(self):
         """The committed dual state of every chunk (a debugging accessor).
 

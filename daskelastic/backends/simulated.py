@@ -753,6 +753,13 @@ class SimulatedBackend(Backend):
             total += self._workers[k].solver.weighted_alpha_sum(self.problem.n_features)
         return total
 
+    def start_duals(self, w, scales=()):
+        return sum(self._workers[k].solver.start_duals(w, scales) for k in self._holding)
+
+    def scale_duals(self, scale):
+        for k in self._holding:
+            self._workers[k].solver.scale_duals(scale)
+
     def gather_alpha(self):
         """The committed dual state of every chunk.
 

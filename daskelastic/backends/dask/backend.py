@@ -42,7 +42,9 @@ from .worker import (
     resync,
     row_sq_norm_sum,
     run_round,
+    scale_duals,
     settle,
+    start_duals,
     take_chunks,
 )
 
@@ -969,6 +971,12 @@ class DaskBackend(Backend):
     def alpha_sum(self):
         parts = self._on_each(alpha_sum, self.problem.n_features)
         return sum(parts.values())
+
+    def start_duals(self, w, scales=()):
+        return sum(self._on_each(start_duals, w, list(scales)).values())
+
+    def scale_duals(self, scale):
+        self._on_each(scale_duals, scale)
 
     def gather_alpha(self):
         """The committed dual state of every chunk (a debugging accessor).

@@ -301,6 +301,20 @@ def alpha_sum(fit_id, n_features):
         return fit.solver.weighted_alpha_sum(n_features)
 
 
+def start_duals(fit_id, w, scales):
+    """Set this worker's ``α`` to the dual values that match ``w`` (a warm start)."""
+    fit = _fit(fit_id)
+    with fit.lock:
+        return fit.solver.start_duals(w, scales)
+
+
+def scale_duals(fit_id, scale):
+    """Multiply this worker's ``α`` by ``scale``."""
+    fit = _fit(fit_id)
+    with fit.lock:
+        fit.solver.scale_duals(scale)
+
+
 def gather_alpha(fit_id):
     """``{chunk_id: α}`` of this worker."""
     fit = _fit(fit_id)
