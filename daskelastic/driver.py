@@ -370,7 +370,13 @@ class Backend:
         raise NotImplementedError
 
     def scale_duals(self, scale):
-        """Multiply every row's ``α`` by ``scale`` (after :meth:`start_duals`)."""
+        """Multiply every row's ``α`` by ``scale`` (after :meth:`start_duals`).
+
+        Parameters
+        ----------
+        scale : float
+            The factor; ``α`` must stay feasible.
+        """
         raise NotImplementedError
 
     def describe(self, ask_workers=True):

@@ -91,7 +91,7 @@ def loss_code(name):
 def dual_from_margins(loss, Y, c, Z):
     """The dual values that match the margins ``Z``: ``a = -c·ℓ'(z)``.
 
-    They make every per-sample gap (:func:`gap_term`) zero, so at the primal
+    They make every per-sample gap (``gap_term``) zero, so at the primal
     optimum ``w*`` they are the dual optimum, and ``Σ a_i x_i / (λn) = w*``.
     A warm start sets the dual state from the previous coefficients so
     (the primal-dual link of Shalev-Shwartz and Zhang, "Stochastic Dual
@@ -102,7 +102,7 @@ def dual_from_margins(loss, Y, c, Z):
     Parameters
     ----------
     loss : int
-        Loss code (:data:`LOSSES`).
+        Loss code (``LOSSES``).
     Y : ndarray of shape (n, m)
         Encoded labels (±1) or targets.
     c : ndarray of shape (n,)
@@ -113,7 +113,7 @@ def dual_from_margins(loss, Y, c, Z):
     Returns
     -------
     ndarray of shape (n, m)
-        The dual values, each in the conjugate's domain (:func:`dual_value`
+        The dual values, each in the conjugate's domain (``dual_value``
         is finite).
 
     Examples
