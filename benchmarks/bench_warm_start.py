@@ -50,8 +50,11 @@ def daskelastic_path(model, X, y, warm, tol, **kwargs):
 
     name, values = ("C", C_PATH) if model == "logistic" else ("alpha", ALPHA_PATH)
     cls = de.LogisticRegression if model == "logistic" else de.Ridge
-    make = lambda value: cls(**{name: value}, tol=tol, max_iter=5000, random_state=0,  # noqa: E731
-                             warm_start=warm, **kwargs)
+
+    def make(value):
+        return cls(**{name: value}, tol=tol, max_iter=5000, random_state=0, warm_start=warm,
+                   **kwargs)
+
     est, rounds = None, []
     t0 = time.perf_counter()
     for value in values:

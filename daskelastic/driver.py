@@ -364,8 +364,11 @@ class Backend:
 
         Returns
         -------
-        ndarray of shape (len(scales),)
+        sums : ndarray of shape (len(scales),)
             Those sums over all rows.
+        alpha_sum : ndarray of shape (d + 1, m)
+            :meth:`alpha_sum` of the new ``α`` (the same call: no second
+            round trip).
         """
         raise NotImplementedError
 
@@ -938,8 +941,7 @@ def _start_duals(w, backend, elastic, lam, n):
     events = []
     while True:
         try:
-            sums = backend.start_duals(w, WARM_SCALES)
-            u = backend.alpha_sum()
+            sums, u = backend.start_duals(w, WARM_SCALES)
             # the best dual D(sα) = Σ dual_i(sα_i)/n − s²‖u‖²/(2λn²) on the
             # ray: the dual values of w's margins belong to w's λ, and a new
             # λ scales w(α) by λ_old/λ_new (for the squared loss, unbounded)

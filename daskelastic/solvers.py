@@ -1706,9 +1706,11 @@ class ChunkSolver:
 
         Returns
         -------
-        ndarray of shape (len(scales),)
+        sums : ndarray of shape (len(scales),)
             ``Σ -(c_i ℓ_i)*(-s α_i)`` for each scale (``-inf`` where ``s·α``
             leaves the conjugate's domain).
+        alpha_sum : ndarray of shape (d + 1, m)
+            :meth:`weighted_alpha_sum` of the new ``α``.
 
         Raises
         ------
@@ -1718,16 +1720,16 @@ class ChunkSolver:
         self._check_no_pending("set the dual state")
         scales = np.asarray(scales, dtype=np.float64)
         sums = np.zeros(scales.shape[0])
-        if self.n_rows == 0:
-            return sums
-        X, Y, sw, alpha = self._pack()
         w = np.asarray(w, dtype=np.float64)
-        d = X.shape[1]
+        d = w.shape[0] - 1
+        if self.n_rows == 0:
+            return sums, self.weighted_alpha_sum(d)
+        X, Y, sw, alpha = self._pack()
         Z = np.asarray(X @ w[:d]) + self.intercept_scaling * w[d]
         alpha[...] = dual_from_margins(self.loss, Y, sw, Z)
         self._alpha_duals = None   # the kept logistic dual values were of the old α
         _scaled_dual_sums(self.loss, Y, sw, alpha, scales, sums)
-        return sums
+        return sums, self.weighted_alpha_sum(d)
 
     def scale_duals(self, scale):
         """Multiply the committed ``α`` by ``scale`` (after :meth:`start_duals`).

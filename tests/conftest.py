@@ -48,11 +48,11 @@ def flights_small():
     return X[:, keep].tocsr(), y
 
 
-def first_flights(flights_small, n_rows):
-    """The first ``n_rows`` of ``flights_small``, the columns seen at least 20 times in them."""
+def first_flights(flights_small, n_rows, min_count=20):
+    """The first ``n_rows`` of ``flights_small``, the columns seen ``min_count`` times in them."""
     X, y = flights_small
     X = X[:n_rows]
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
+    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= min_count
     return X[:, keep].tocsr(), y[:n_rows]
 
 
@@ -74,10 +74,7 @@ def flights_6k_optimum(flights_6k):
 @pytest.fixture(scope="session")
 def flights(flights_small):
     """3,000 real flights, one-hot (the columns seen at least once)."""
-    X, y = flights_small
-    X = X[:3000]
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() > 0
-    return X[:, keep].tocsr(), y[:3000]
+    return first_flights(flights_small, 3000, min_count=1)
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,9 @@
 that only picks the moment of a fault — the load calls sent, a warm start's
 dual values being set, a round's calls sent, the gap-only pass's calls sent,
 before a chunk move, after a release — so the fault lands while that operation
-is under way.  The faults are real too: ``SIGKILL`` or ``SIGSTOP`` (5 s) to worker processes of a
-``LocalCluster``, a worker joining it, or the client's connection to the
-scheduler cut for a second (through :class:`~tcp_proxy.TcpProxy`).
+is under way.  The faults are real too: ``SIGKILL`` or ``SIGSTOP`` (5 s) to
+worker processes of a ``LocalCluster``, a worker joining it, or the client's
+connection to the scheduler cut for a second (through :class:`~tcp_proxy.TcpProxy`).
 
 Run as a script, it prints the fault matrix (fault × moment → outcome, rounds,
 relative suboptimality) of fits on the flights table::

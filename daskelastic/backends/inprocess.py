@@ -140,7 +140,8 @@ class InProcessBackend(Backend):
         return total
 
     def start_duals(self, w, scales=()):
-        return sum(s.start_duals(w, scales) for s in self.solvers.values())
+        parts = [s.start_duals(w, scales) for s in self.solvers.values()]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
     def scale_duals(self, scale):
         for solver in self.solvers.values():

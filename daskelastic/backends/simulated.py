@@ -754,7 +754,8 @@ class SimulatedBackend(Backend):
         return total
 
     def start_duals(self, w, scales=()):
-        return sum(self._workers[k].solver.start_duals(w, scales) for k in self._holding)
+        parts = [self._workers[k].solver.start_duals(w, scales) for k in self._holding]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
     def scale_duals(self, scale):
         for k in self._holding:

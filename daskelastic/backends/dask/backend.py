@@ -973,7 +973,8 @@ class DaskBackend(Backend):
         return sum(parts.values())
 
     def start_duals(self, w, scales=()):
-        return sum(self._on_each(start_duals, w, list(scales)).values())
+        parts = list(self._on_each(start_duals, w, list(scales)).values())
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
     def scale_duals(self, scale):
         self._on_each(scale_duals, scale)

@@ -302,7 +302,7 @@ def alpha_sum(fit_id, n_features):
 
 
 def start_duals(fit_id, w, scales):
-    """Set this worker's ``α`` to the dual values that match ``w`` (a warm start)."""
+    """Set this worker's ``α`` to the dual values that match ``w``; return ``(sums, Σ α_i x_i)``."""
     fit = _fit(fit_id)
     with fit.lock:
         return fit.solver.start_duals(w, scales)
