@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .losses import HINGE, LOGISTIC, SQUARED
-from .objective import objective_from_gap
+from .objective import free_intercept_gap, intercept_step, objective_from_gap
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
 
@@ -116,6 +116,10 @@ class Problem:
         ``n``, ``d`` and ``m`` (one-vs-rest classes or regression targets).
     intercept_scaling : float
         Value of the constant intercept feature, ``0`` without intercept.
+    free_intercept : bool
+        Leave the intercept unpenalised (``intercept_scaling`` must be 1; not
+        for the hinge): the last row of ``w`` is the intercept ``b``, which
+        the driver moves between rounds (see :mod:`daskelastic.objective`).
 
     Examples
     --------
@@ -136,6 +140,16 @@ class Problem:
     n_features: int
     n_targets: int
     intercept_scaling: float
+    free_intercept: bool = False
+
+    def __post_init__(self):
+        if self.free_intercept and self.intercept_scaling != 1.0:
+            raise ValueError("a free intercept needs intercept_scaling=1, got "
+                             f"{self.intercept_scaling}")
+        if self.free_intercept and self.loss == HINGE:
+            raise ValueError("the hinge loss has no free intercept: its loss has no "
+                             "curvature to move it by; use the squared hinge, or a "
+                             "penalised intercept")
 
     @property
     def inv_lam_n(self):
@@ -694,6 +708,13 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         setup_events.extend(more)
         if kappa:   # the first centre is w(α): the iterate stays w(α)
             v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam, n, kappa, v)
+    d = problem.n_features
+    # a free intercept is not part of v: the driver moves it (intercept_step)
+    # and the certificate adds the constraint Σ α_i = 0 (free_intercept_gap)
+    free = problem.free_intercept
+    b = np.zeros(problem.n_targets) if w_start is None or not free \
+        else np.array(w_start[d], dtype=np.float64)
+    penalised = slice(0, d) if free else slice(None)
     w_outer_prev, p_outer_prev, inner_start, inner_rounds = _NO_CENTRE
     history = []
     settlements = {}
@@ -724,6 +745,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 wanted, added = sigma_next
                 sig = min(max(wanted * k_max / added, min(1.0, sig)), sig)
             w = v + shift
+            if free:
+                w[d] = b
             slowdowns = None if injection is None else injection.factors(round_id, workers)
             required = () if plan.max_drops is None else \
                 {k for k in workers if drop_streak.get(k, 0) >= plan.max_drops}
@@ -758,10 +781,15 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         dual_sum = sum(results[k].dual_sum for k in order)
         fenchel_young = sum(results[k].alpha_z_sum for k in order) + loss_sum - dual_sum
         # P(w) − D(α) = FY/n + λ/2 ‖w − (λ'/λ) v‖²: both terms ≥ 0
-        mismatch = 0.5 * lam * float(np.sum(np.square(w - (lam_in / lam) * v))) \
-            if kappa else 0.0
-        objective = objective_from_gap(loss_sum, max(fenchel_young / n, 0.0) + mismatch,
-                                       w, lam, n)
+        mismatch = 0.5 * lam * float(np.sum(np.square(
+            (w - (lam_in / lam) * v)[penalised]))) if kappa else 0.0
+        gap = max(fenchel_young / n, 0.0) + mismatch
+        if free:
+            intercept_sums = sum(results[k].intercept_sums[0] for k in order)
+            positive_x = sum(results[k].intercept_sums[1] for k in order)
+            gap = max(gap + free_intercept_gap(intercept_sums, positive_x, b,
+                                               (lam_in / lam) * v[:d], lam, n), 0.0)
+        objective = objective_from_gap(loss_sum, gap, w[penalised], lam, n)
         if not (np.isfinite(objective.primal) and np.isfinite(objective.gap)):
             # input validation lets through finite values whose squares or
             # products overflow (|x| ~ 1e155 and beyond): no certificate, and
@@ -826,6 +854,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         drop_streak = {k: 0 if k in used else drop_streak.get(k, 0) + 1 for k in results}
         if used:
             v = v + step * proposal
+        if free:   # Σ α_i = v[d]·λ′n: the intercept feature's coefficient in v is 1
+            b = b + intercept_step(intercept_sums, v[d] / inv_lam_n, problem.loss == SQUARED)
         settlements = {k: (round_id, step if k in used else None) for k in results}
         n_iter = round_id + 1
         policy.observe(RoundRecord(

@@ -7,6 +7,7 @@ numerics and submit no futures themselves.
 """
 
 import copy
+import dataclasses
 import inspect
 import numbers
 import warnings
@@ -182,6 +183,7 @@ class _CoCoABase(BaseEstimator):
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "fit_intercept": ["boolean"],
         "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
+        "penalize_intercept": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
@@ -298,17 +300,33 @@ class _CoCoABase(BaseEstimator):
             Y, sw = encoder.encode(y, sample_weight)
             n, d = X.shape
             n_values = X.nnz if sp.issparse(X) else X.size
+        centre = None
+        if self.fit_intercept and not self.penalize_intercept and not dask_input \
+                and not sp.issparse(X) and n:
+            # a free intercept moves between rounds, and crawls when the
+            # columns are far from centred: fit b' = b + μ·w on X − μ (the same
+            # objective; scikit-learn's _preprocess_data centres so)
+            centre = np.average(X, axis=0, weights=sw if sw.sum() > 0 else None)
+            X = X - centre.astype(X.dtype)
         if n < 1:
             raise ValueError("cannot fit on empty input")
         # w is float64 whatever X's dtype; Ridge rounds its attributes to
         # float32 for float32 X, as scikit-learn's Ridge gives them
         dtype = np.float32 if X.dtype == np.float32 else np.float64
-        icpt = float(self.intercept_scaling) if self.fit_intercept else 0.0
+        free = self.fit_intercept and not self.penalize_intercept
+        if centre is not None and self._loss_name() == "squared":
+            # centred X and targets: the free intercept b' is 0 whatever w, so
+            # the problem has none (scikit-learn's Ridge solves it so)
+            free = False
+        icpt = 1.0 if free else float(self.intercept_scaling) if self.fit_intercept \
+            and centre is None else 0.0
         problem = Problem(loss=loss_code(self._loss_name()),
                           lam=lambda_from_C(self._C(), n), n_samples=n,
                           n_features=d, n_targets=encoder.n_targets,
-                          intercept_scaling=icpt)
+                          intercept_scaling=icpt, free_intercept=free)
         w_start = self._warm_start_w(problem, encoder)
+        if w_start is not None and free and centre is not None:
+            w_start[d] += centre @ w_start[:d]
         policy = make_straggler_policy(self.straggler_policy, n_backup=self.n_backup)
         cpw = self.chunks_per_worker or config.get("chunks-per-worker")
         # an embedded cluster is the fit's own: it may retire workers it frees
@@ -381,6 +399,9 @@ class _CoCoABase(BaseEstimator):
                 monitor.finish(result)
             finally:
                 backend.close()
+        if centre is not None:   # back to X's columns: b = b' − μ·w
+            result.w[d] = problem.intercept_scaling * result.w[d] - centre @ result.w[:d]
+            problem = dataclasses.replace(problem, intercept_scaling=1.0)
         self._set_fitted(result, encoder, problem, dtype)
         return self
 
@@ -710,11 +731,17 @@ _COMMON_HEAD = """
     max_iter : int, default=200
         Maximum number of CoCoA+ rounds (one local pass per worker each).
     fit_intercept : bool, default=True
-        Fit an intercept, as the coefficient of a constant feature of value
-        ``intercept_scaling``.  Like liblinear, the intercept is regularised.
+        Fit an intercept.
     intercept_scaling : float, default=1.0
-        Value of the constant intercept feature; larger values weaken the
-        penalty on the intercept."""
+        With ``penalize_intercept=True``: the intercept is the coefficient of
+        a constant feature of this value, and larger values weaken its
+        penalty.  Unused otherwise.
+    penalize_intercept : bool, default=True
+        Penalise the intercept like a coefficient (liblinear's and Snap ML's
+        problem), or leave it free (``False``: scikit-learn's lbfgs and Ridge
+        problem, whose optimum it reaches, with a duality gap that still
+        certifies it; not for ``loss="hinge"``).  A free intercept takes
+        more rounds (the user guide's *The intercept*)."""
 
 _CLASS_WEIGHT_DOC = """
     class_weight : dict or "balanced", optional
@@ -855,9 +882,11 @@ _ATTRS_DOC = """
 class LogisticRegression(_ClassifierBase):
     __doc__ = f"""L2-regularised logistic regression trained with distributed CoCoA+.
 
-    Minimises ``C Σ c_i log(1 + exp(-y_i x_i·w)) + ½‖w‖²`` (liblinear's
-    problem, one-vs-rest for more than two classes) with an SDCA local solver
-    per worker, on a Dask cluster or in-process.
+    Minimises ``C Σ c_i log(1 + exp(-y_i (x_i·w + b))) + ½‖w‖²``, by default
+    with ``b`` penalised too (liblinear's problem; scikit-learn's lbfgs leaves
+    it free, as ``penalize_intercept=False`` does), one-vs-rest for more than
+    two classes, with an SDCA local solver per worker, on a Dask cluster or
+    in-process.
 
     Parameters
     ----------
@@ -899,7 +928,8 @@ class LogisticRegression(_ClassifierBase):
     _loss = "logistic"
 
     def __init__(self, C=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
-                 intercept_scaling=1.0, class_weight=None, random_state=None,
+                 intercept_scaling=1.0, penalize_intercept=True, class_weight=None,
+                 random_state=None,
                  verbose=0, warm_start=False, client=None, backend="auto",
                  n_workers=None, chunks_per_worker=None, local_steps=None, gamma=1.0,
                  sigma=None, acceleration="auto", straggler_policy="preempt",
@@ -910,6 +940,7 @@ class LogisticRegression(_ClassifierBase):
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
+        self.penalize_intercept = penalize_intercept
         self.class_weight = class_weight
         self.random_state = random_state
         self.verbose = verbose
@@ -1040,8 +1071,8 @@ class LinearSVC(_ClassifierBase):
     }
 
     def __init__(self, C=1.0, *, loss="squared_hinge", tol=1e-4, max_iter=200,
-                 fit_intercept=True, intercept_scaling=1.0, class_weight=None,
-                 random_state=None, verbose=0, warm_start=False, client=None,
+                 fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
+                 class_weight=None, random_state=None, verbose=0, warm_start=False, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
                  gamma=1.0, sigma=None, acceleration="auto", straggler_policy="preempt",
                  n_backup=None, cluster_model=None,
@@ -1052,6 +1083,7 @@ class LinearSVC(_ClassifierBase):
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
+        self.penalize_intercept = penalize_intercept
         self.class_weight = class_weight
         self.random_state = random_state
         self.verbose = verbose
@@ -1101,12 +1133,14 @@ class Ridge(RegressorMixin, _CoCoABase):
     Minimises ``Σ c_i (y_i - x_i·w - b)² + alpha ‖w‖²`` (scikit-learn's Ridge),
     for one or several targets.  The targets are centred by their weighted
     mean; the remaining intercept is the coefficient of a constant feature of
-    value ``intercept_scaling`` and, unlike scikit-learn's, is regularised.
+    value ``intercept_scaling`` and, unlike scikit-learn's, is penalised,
+    unless ``penalize_intercept=False``.
 
     Parameters
     ----------
     alpha : float, default=1.0
-        Regularisation strength (must be positive).{_COMMON_HEAD}{_COMMON_TAIL}
+        Regularisation strength (must be positive).\
+{_COMMON_HEAD}{_COMMON_TAIL}
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
@@ -1143,7 +1177,8 @@ class Ridge(RegressorMixin, _CoCoABase):
     _loss = "squared"
 
     def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
-                 intercept_scaling=1.0, random_state=None, verbose=0, warm_start=False,
+                 intercept_scaling=1.0, penalize_intercept=True, random_state=None, verbose=0,
+                 warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
                  straggler_policy="preempt", n_backup=None, cluster_model=None,
@@ -1153,6 +1188,7 @@ class Ridge(RegressorMixin, _CoCoABase):
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
+        self.penalize_intercept = penalize_intercept
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start

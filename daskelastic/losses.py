@@ -23,12 +23,15 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["LOSSES", "dual_from_margins", "loss_code"]
+__all__ = ["LOSSES", "INTERCEPT_SUMS", "dual_from_margins", "intercept_sums", "loss_code"]
 
 #: Loss name → integer code used by the numba kernels.
 LOSSES = {"logistic": 0, "hinge": 1, "squared_hinge": 2, "squared": 3}
 
 LOGISTIC, HINGE, SQUARED_HINGE, SQUARED = 0, 1, 2, 3
+
+#: The rows of :func:`intercept_sums`' output, in order.
+INTERCEPT_SUMS = ("pos", "neg", "dual_pos", "dual_neg", "curvature", "weight")
 
 #: Newton iterations allowed for the logistic coordinate step.
 _NEWTON_MAX_ITER = 100
@@ -408,3 +411,63 @@ def coordinate_step(loss, y, a, c, z, q, rtol=0.0):
         return y * beta_new
     # squared: unconstrained
     return (y - z + q * a) / (q + 1.0 / c)
+
+
+@njit(cache=True, nogil=True)
+def intercept_sums(loss, Y, c, A, D, out):
+    """Add the per-target sums that an unpenalised intercept needs to ``out``.
+
+    For each target ``k`` (column of ``A``), over the rows whose dual value
+    ``a = A[i, k]`` is positive and those where it is negative: ``Σ |a|`` and
+    the dual values ``Σ -(c ℓ)*(-a)``; then the curvature ``Σ c ℓ''`` at the
+    margins that ``a`` matches (``-c ℓ'(z) = a``: ``|a|(1 - |a|/c)`` for the
+    logistic loss, ``2c`` where ``a ≠ 0`` for the squared hinge, ``c`` for
+    the squared loss) and ``Σ c``.  The rows of ``out`` (shape ``(6, m)``)
+    are :data:`INTERCEPT_SUMS`.  :func:`daskelastic.objective.free_intercept_gap`
+    turns them into a certificate; the driver's intercept step reads the
+    curvature.
+
+    Parameters
+    ----------
+    loss : int
+        Loss code; not the hinge (its loss has no curvature).
+    Y, A : ndarray of shape (n, m)
+        Encoded targets and the committed dual values.
+    c : ndarray of shape (n,)
+        Sample weights.
+    D : ndarray of shape (n, m) or (0, m)
+        The dual values ``-(c ℓ)*(-a)`` when already known (the logistic
+        solver's), else empty: computed here.
+    out : ndarray of shape (6, m)
+        Where the sums are added.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.losses import LOSSES, intercept_sums
+    >>> A = np.array([[0.5], [-0.25], [0.0]])    # logistic dual values, labels ±1
+    >>> out = np.zeros((6, 1))
+    >>> intercept_sums(LOSSES["logistic"], np.array([[1.0], [-1.0], [1.0]]), np.ones(3),
+    ...                A, np.empty((0, 1)), out)
+    >>> out[:2].ravel().tolist(), float(out[4, 0])    # Σ|a| by side; Σ |a|(1 − |a|)
+    ([0.5, 0.25], 0.4375)
+    """
+    known = D.shape[0] > 0
+    for i in range(A.shape[0]):
+        ci = c[i]
+        for k in range(A.shape[1]):
+            a = A[i, k]
+            out[5, k] += ci
+            if loss == SQUARED:
+                out[4, k] += ci
+            if a == 0.0:
+                continue
+            v = D[i, k] if known else dual_value(loss, Y[i, k], a, ci)
+            side = 0 if a > 0.0 else 1
+            mag = abs(a)
+            out[side, k] += mag
+            out[2 + side, k] += v
+            if loss == LOGISTIC:
+                out[4, k] += mag * max(1.0 - mag / ci, 0.0)
+            elif loss == SQUARED_HINGE:
+                out[4, k] += 2.0 * ci

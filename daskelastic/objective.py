@@ -20,10 +20,16 @@ At ``w = w(α)`` the gap ``P(w) − D(α)`` is a sum of per-sample Fenchel–You
 terms, each ≥ 0, and bounds ``P(w) − P(w*)`` from above: it certifies how far
 a fit is from the optimum.
 
-The intercept is the coefficient of a constant feature of value
-``intercept_scaling`` and is regularised, as in liblinear and Snap ML (and
-unlike scikit-learn's lbfgs, which leaves it free).  A large
-``intercept_scaling`` makes the penalty on the intercept negligible.
+The intercept is either penalised or free.  Penalised (liblinear's and Snap
+ML's way), it is the coefficient of a constant feature of value
+``intercept_scaling``, and the problem above covers it.  Free (scikit-learn's
+lbfgs and Ridge, Spark's way), the primal is ``P(w, b)`` with margins
+``x_i·w + b`` and ``b`` unpenalised; its dual is ``D(α)`` under the
+constraint ``Σ α_i = 0`` (``b`` is the constraint's multiplier).  The workers
+then solve the problem at a fixed ``b``, whose dual is
+``D_b(α) = D(α) − b Σ α_i / n`` with no constraint; the driver moves ``b``
+between rounds (:func:`intercept_step`) and certifies the pair with the
+gap to a feasible dual point (:func:`free_intercept_gap`).
 """
 
 import math
@@ -31,8 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["lambda_from_C", "Objective", "objective_from_gap", "primal_objective",
-           "relative_gap"]
+__all__ = ["lambda_from_C", "Objective", "free_intercept_gap", "intercept_step",
+           "objective_from_gap", "primal_objective", "relative_gap"]
+
+#: Largest change of a classifier's free intercept in one round (the
+#: margins' units): the curvature read from the dual values is 0 at a fit's
+#: start, where ``α = 0``.
+MAX_INTERCEPT_STEP = 1.0
 
 
 def lambda_from_C(C, n_samples):
@@ -131,7 +142,111 @@ def objective_from_gap(loss_sum, gap, w, lam, n_samples):
     return Objective(primal, dual, gap, relative_gap(primal, dual))
 
 
-def primal_objective(loss, X, Y, sample_weight, w, lam, intercept_scaling=0.0):
+def free_intercept_gap(sums, positive_x, b, u, lam, n_samples):
+    """What the constraint ``Σ α_i = 0`` adds to the gap of a fixed-intercept dual.
+
+    The gap of the workers' problem at the intercept ``b``,
+    ``P(w, b) − D_b(α)``, bounds ``P(w, b) − min_w P(w, b)`` only.  A dual
+    point of the problem with a free intercept must satisfy ``Σ α_i = 0``:
+    ``α̃`` scales the dual values on the side (positive or negative) whose
+    magnitudes add up to more by ``t = smaller / larger``, so that both sides
+    balance (scaling toward 0 keeps each ``α̃_i`` in its conjugate's domain,
+    which holds 0 for every loss here).  Each dual value ``v_i`` is concave
+    with ``v_i(0) = 0``, so ``v_i(t α_i) ≥ t v_i(α_i)``, and
+    ``w(α̃) = w(α) − (1 − t) Σ_side α_i x_i / (λn)`` exactly: a lower bound of
+    ``D(α̃)``, hence of ``P(w*, b*)``.  This returns ``D_b(α)`` minus that
+    bound, so that the fixed-intercept gap plus it is ``P(w, b) −`` the
+    bound, an upper bound on ``P(w, b) − P(w*, b*)``; it vanishes as
+    ``Σ α_i`` does.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (6, m)
+        :func:`daskelastic.losses.intercept_sums` over all rows.
+    positive_x : ndarray of shape (d, m)
+        ``Σ α_i x_i`` over the rows with ``α_i > 0``.
+    b : ndarray of shape (m,)
+        The intercepts the sums' round ran at.
+    u : ndarray of shape (d, m)
+        ``w(α) = Σ α_i x_i / (λn)`` without the intercept feature.
+    lam : float
+        ``λ`` of the problem certified.
+    n_samples : int
+        ``n``.
+
+    Returns
+    -------
+    float
+        The term to add to the fixed-intercept gap (≥ 0 up to rounding once
+        that gap is added).
+
+    Examples
+    --------
+    Balanced dual values (``Σ α_i = 0``) add nothing:
+
+    >>> import numpy as np
+    >>> from daskelastic.objective import free_intercept_gap
+    >>> sums = np.array([[2.0], [2.0], [1.0], [1.0], [0.5], [4.0]])
+    >>> free_intercept_gap(sums, np.ones((3, 1)), np.array([0.3]), np.ones((3, 1)),
+    ...                    lam=0.1, n_samples=4)
+    0.0
+    """
+    pos, neg, dual_pos, dual_neg = sums[:4]
+    lam_n = lam * n_samples
+    larger_pos = pos >= neg
+    larger = np.where(larger_pos, pos, neg)
+    shrink = np.where(larger > 0, np.abs(pos - neg) / np.where(larger > 0, larger, 1.0), 0.0)
+    dual_side = np.where(larger_pos, dual_pos, dual_neg)
+    # Σ_side α_i x_i / (λn): the negative side's is w(α) less the positive one's
+    side_x = np.where(larger_pos, positive_x / lam_n, u - positive_x / lam_n)
+    # ½λ(‖w(α̃)‖² − ‖w(α)‖²), w(α̃) = w(α) − (1 − t)·side_x, per target
+    norm_change = lam * (-shrink * np.sum(u * side_x, axis=0)
+                         + 0.5 * shrink * shrink * np.sum(side_x * side_x, axis=0))
+    terms = (shrink * dual_side - b * (pos - neg)) / n_samples + norm_change
+    return float(np.sum(terms))
+
+
+def intercept_step(sums, alpha_sum, loss_is_squared):
+    """The change of a free intercept that a Newton step on ``P(w, b)`` in ``b`` makes.
+
+    At a fixed ``w`` the primal's derivative in ``b`` is ``Σ c_i ℓ'(z_i)``,
+    which is ``−Σ α_i`` once the dual values match the margins; its second
+    derivative is the curvature in ``sums``.  So ``Δb = Σ α_i / curvature``,
+    for classification clipped to :data:`MAX_INTERCEPT_STEP` and with the
+    curvature floored at 1% of its largest value (0 at ``α = 0``).
+
+    Parameters
+    ----------
+    sums : ndarray of shape (6, m)
+        :func:`daskelastic.losses.intercept_sums` over all rows.
+    alpha_sum : ndarray of shape (m,)
+        ``Σ α_i`` of the committed dual values now.
+    loss_is_squared : bool
+        The squared loss (Ridge): its Newton step is exact, and not clipped.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        ``Δb``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic.objective import intercept_step
+    >>> sums = np.zeros((6, 1)); sums[4] = sums[5] = 10.0
+    >>> intercept_step(sums, np.array([2.5]), loss_is_squared=True)
+    array([0.25])
+    """
+    curvature, weight = sums[4], sums[5]
+    if loss_is_squared:
+        return np.where(curvature > 0, alpha_sum / np.where(curvature > 0, curvature, 1.0), 0.0)
+    floor = 0.01 * 0.25 * weight   # (¼: the logistic loss's largest ℓ'')
+    step = alpha_sum / np.maximum(curvature, np.maximum(floor, np.finfo(float).tiny))
+    return np.clip(step, -MAX_INTERCEPT_STEP, MAX_INTERCEPT_STEP)
+
+
+def primal_objective(loss, X, Y, sample_weight, w, lam, intercept_scaling=0.0,
+                     free_intercept=False):
     """Evaluate ``P(w)`` directly (NumPy; for checks and benchmarks).
 
     Parameters
@@ -147,6 +262,8 @@ def primal_objective(loss, X, Y, sample_weight, w, lam, intercept_scaling=0.0):
     lam : float
     intercept_scaling : float
         Value of the constant feature multiplying ``w[d]``.
+    free_intercept : bool
+        Leave ``w[d]`` out of the penalty (an unpenalised intercept).
     """
     n, d = X.shape
     w = np.asarray(w, dtype=float).reshape(w.shape[0], -1)
@@ -164,4 +281,6 @@ def primal_objective(loss, X, Y, sample_weight, w, lam, intercept_scaling=0.0):
         L = 0.5 * (Z - Y) ** 2
     else:
         raise ValueError(f"unknown loss {loss!r}")
-    return float(np.sum(sample_weight[:, None] * L) / n + 0.5 * lam * np.sum(w * w))
+    penalised = w[:d] if free_intercept else w
+    return float(np.sum(sample_weight[:, None] * L) / n
+                 + 0.5 * lam * np.sum(penalised * penalised))

@@ -57,6 +57,7 @@ from .losses import (
     dual_from_margins,
     dual_value,
     dual_value_change,
+    intercept_sums,
     logistic_step_at,
     primal_loss,
 )
@@ -866,6 +867,10 @@ class LocalResult:
         CPU time of the solver's thread during the call; below ``seconds``
         when the worker shared its core with others (None where not
         measured, as on the simulated cluster).
+    intercept_sums : tuple of 2 ndarray or None
+        With a free intercept, :func:`~daskelastic.losses.intercept_sums`
+        (``(6, m)``) of the committed ``α`` over the rows held and
+        ``Σ α_i x_i`` over those with ``α_i > 0`` (``(d, m)``); None otherwise.
 
     Attributes
     ----------
@@ -888,10 +893,11 @@ class LocalResult:
 
     __slots__ = ("dw", "steps", "loss_sum", "dual_sum", "alpha_z_sum", "n_rows",
                  "seconds", "stopped", "budget", "stop_latency", "dual_change",
-                 "cpu_seconds")
+                 "cpu_seconds", "intercept_sums")
 
     def __init__(self, dw, steps, sums, n_rows, seconds, stopped, budget,
-                 stop_latency=None, dual_change=0.0, cpu_seconds=None):
+                 stop_latency=None, dual_change=0.0, cpu_seconds=None,
+                 intercept_sums=None):
         self.dw = dw
         self.steps = steps
         self.loss_sum, self.dual_sum, self.alpha_z_sum = (float(v) for v in sums)
@@ -902,6 +908,7 @@ class LocalResult:
         self.stop_latency = stop_latency
         self.dual_change = float(dual_change)
         self.cpu_seconds = cpu_seconds
+        self.intercept_sums = intercept_sums
 
     def __repr__(self):
         return (f"LocalResult(steps={self.steps}/{self.budget}, n_rows={self.n_rows}, "
@@ -1065,6 +1072,11 @@ class ChunkSolver:
         Value of the constant intercept feature; ``0`` for no intercept.
     seed : int
         Seed of the packing order.
+    free_intercept : bool
+        The intercept is not penalised: ``w``'s last row is the intercept
+        ``b`` that the driver sets (``intercept_scaling`` must be 1), and
+        each result carries :func:`~daskelastic.losses.intercept_sums` of the
+        committed ``α`` (see :mod:`daskelastic.objective`).
 
     Examples
     --------
@@ -1087,11 +1099,15 @@ class ChunkSolver:
     True
     """
 
-    def __init__(self, loss, n_targets, intercept_scaling, seed=0):
+    def __init__(self, loss, n_targets, intercept_scaling, seed=0, free_intercept=False):
+        if free_intercept and intercept_scaling != 1.0:
+            raise ValueError("a free intercept needs intercept_scaling=1, got "
+                             f"{intercept_scaling}")
         self.loss = loss
         self.n_targets = n_targets
         self.intercept_scaling = float(intercept_scaling)
         self.seed = seed
+        self.free_intercept = bool(free_intercept)
         self.pending = None   # (round_id, dalpha over the packed rows)
         self.stop = np.zeros(1, dtype=np.int64)
         self.running = None    # id of the round being solved
@@ -1112,6 +1128,12 @@ class ChunkSolver:
         # takes no log before its kernel (see logistic_start)
         self._pending_duals = None
         self._alpha_duals = None   # (alpha, (D, U))
+
+    @classmethod
+    def for_problem(cls, problem, seed=0):
+        """The solver of a :class:`~daskelastic.driver.Problem`'s chunks on one worker."""
+        return cls(problem.loss, problem.n_targets, problem.intercept_scaling, seed=seed,
+                   free_intercept=problem.free_intercept)
 
     # -- chunk membership -------------------------------------------------
     def add_chunk(self, chunk_id, X, Y, sample_weight, alpha=None, shuffled=False):
@@ -1594,6 +1616,8 @@ class ChunkSolver:
         change = sums[3]
         if dual is not None and done:
             change, self._pending_duals = _logistic_dual_change(Y, sw, alpha, dalpha, dual, work)
+        icpt_sums = self._intercept_sums(X, Y, sw, alpha, dual) if self.free_intercept \
+            else None
         cpu = time.thread_time() - cpu0
         t_end = time.perf_counter()
         stopped = done < budget
@@ -1601,7 +1625,18 @@ class ChunkSolver:
         self.running = None
         self.pending = (round_id, dalpha)
         return LocalResult(dw, done, sums[:3], n, t_end - t0, stopped, budget,
-                           stop_latency=latency, dual_change=change, cpu_seconds=cpu)
+                           stop_latency=latency, dual_change=change, cpu_seconds=cpu,
+                           intercept_sums=icpt_sums)
+
+    def _intercept_sums(self, X, Y, sw, alpha, dual=None):
+        """:func:`~daskelastic.losses.intercept_sums` of the committed ``α``, and ``Σ α_i x_i``
+        over the rows with ``α_i > 0``."""
+        out = np.zeros((6, self.n_targets))
+        if X.shape[0] == 0:
+            return out, np.zeros((X.shape[1], self.n_targets))
+        known = np.empty((0, self.n_targets)) if dual is None else dual
+        intercept_sums(self.loss, Y, sw, alpha, known, out)
+        return out, np.asarray(X.T @ np.maximum(alpha, 0.0))
 
     def request_stop(self, round_id):
         """Ask round ``round_id`` to stop at its next check of the stop flag.

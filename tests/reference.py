@@ -82,3 +82,26 @@ def sdca_steps(loss, X, Y, sw, alpha, w, *, lam_n, sigma, icpt, order):
             dw[:, k] += (a_new - a) / lam_n * x
     return dalpha, dw, sums
 
+
+
+def intercept_sums(loss, Y, c, A):
+    """The sums of ``daskelastic.losses.intercept_sums``, row by row from their definitions."""
+    n, m = A.shape
+    out = np.zeros((6, m))
+    for i in range(n):
+        for k in range(m):
+            a = A[i, k]
+            out[5, k] += c[i]
+            if loss == "squared":
+                out[4, k] += c[i]
+            if a == 0:
+                continue
+            side = 0 if a > 0 else 1
+            out[side, k] += abs(a)
+            out[2 + side, k] += dual_value(loss, Y[i, k], a, c[i])
+            beta = a * Y[i, k] / c[i]
+            if loss == "logistic":
+                out[4, k] += c[i] * beta * (1 - beta)     # c·σ(1 − σ) at the matched margin
+            elif loss == "squared_hinge":
+                out[4, k] += 2 * c[i]
+    return out

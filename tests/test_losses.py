@@ -12,8 +12,10 @@ from daskelastic.losses import (
     LOGISTIC_STEP_RTOL,
     LOSSES,
     coordinate_step,
+    dual_from_margins,
     dual_value,
     gap_term,
+    intercept_sums,
     loss_code,
     primal_loss,
 )
@@ -231,3 +233,16 @@ def test_sigmoid_shift_is_the_shifted_sigmoid(beta):
         assert _sigmoid_shift(beta, s) == pytest.approx(want, rel=1e-14)
         # and 1 - σ, which the dual value reads near β = 1
         assert 1 - _sigmoid_shift(beta, s) == pytest.approx(1 - want, rel=1e-6, abs=1e-15)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared", "squared_hinge"])
+def test_the_intercept_sums_kernel_matches_its_twin(loss):
+    rng = np.random.default_rng(3)
+    n, m = 300, 2
+    Y = rng.normal(size=(n, m)) if loss == "squared" else np.sign(rng.normal(size=(n, m)))
+    c = rng.uniform(0.0, 2.0, size=n)
+    c[:4] = 0.0
+    A = dual_from_margins(LOSSES[loss], Y, c, 2.0 * rng.normal(size=(n, m)))
+    out = np.zeros((6, m))
+    intercept_sums(LOSSES[loss], Y, c, A, np.empty((0, m)), out)
+    np.testing.assert_allclose(out, ref.intercept_sums(loss, Y, c, A), rtol=1e-12)

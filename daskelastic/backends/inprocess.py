@@ -67,8 +67,7 @@ class InProcessBackend(Backend):
         by_id = {c.chunk_id: c for c in chunks}
         self.solvers = {}
         for name in names:
-            solver = ChunkSolver(problem.loss, problem.n_targets,
-                                 problem.intercept_scaling)
+            solver = ChunkSolver.for_problem(problem)
             for cid in plan[name]:
                 c = by_id[cid]
                 solver.add_chunk(cid, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)

@@ -427,7 +427,7 @@ def calibrate_seconds_per_nnz(problem, chunks, *, min_rows=20_000):
     key = (problem.loss, sparse, problem.n_targets, problem.intercept_scaling != 0)
     if key in _CALIBRATION:
         return _CALIBRATION[key]
-    solver = ChunkSolver(problem.loss, problem.n_targets, problem.intercept_scaling)
+    solver = ChunkSolver.for_problem(problem)
     rows = 0
     for c in chunks:
         solver.add_chunk(c.chunk_id, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)
@@ -509,7 +509,7 @@ class SimulatedBackend(Backend):
         speeds, prices = model.worker_speeds(), model.worker_prices()
         self._workers = {}
         for i, name in enumerate(names):
-            solver = ChunkSolver(problem.loss, problem.n_targets, problem.intercept_scaling)
+            solver = ChunkSolver.for_problem(problem)
             for cid in plan[name]:
                 c = by_id[cid]
                 solver.add_chunk(cid, c.X, c.Y, c.sample_weight, shuffled=c.shuffled)
@@ -567,8 +567,7 @@ class SimulatedBackend(Backend):
         if event.kind == "join":
             name = self._name(len(self._workers))
             price = self.model.worker_prices()[0] if event.price is None else event.price
-            solver = ChunkSolver(self.problem.loss, self.problem.n_targets,
-                                 self.problem.intercept_scaling)
+            solver = ChunkSolver.for_problem(self.problem)
             self._workers[name] = _Worker(name, event.speed, price, t, solver)
             self._joined.append(name)
             self._arrived.add(name)

@@ -102,8 +102,7 @@ def _fit(fit_id, problem=None):
             raise RuntimeError(f"worker holds no state of fit {fit_id}")
         with fit.lock:
             if fit.solver is None:
-                fit.solver = ChunkSolver(problem.loss, problem.n_targets,
-                                         problem.intercept_scaling)
+                fit.solver = ChunkSolver.for_problem(problem)
     return fit
 
 
