@@ -119,7 +119,8 @@ class Problem:
     free_intercept : bool
         Leave the intercept unpenalised (``intercept_scaling`` must be 1; not
         for the hinge): the last row of ``w`` is the intercept ``b``, which
-        the driver moves between rounds (see :mod:`daskelastic.objective`).
+        the driver moves between rounds (see the docs' *Algorithms*, *A free
+        intercept*).
 
     Examples
     --------

@@ -423,7 +423,7 @@ def intercept_sums(loss, Y, c, A, D, out):
     margins that ``a`` matches (``-c ℓ'(z) = a``: ``|a|(1 - |a|/c)`` for the
     logistic loss, ``2c`` where ``a ≠ 0`` for the squared hinge, ``c`` for
     the squared loss) and ``Σ c``.  The rows of ``out`` (shape ``(6, m)``)
-    are :data:`INTERCEPT_SUMS`.  :func:`daskelastic.objective.free_intercept_gap`
+    are ``INTERCEPT_SUMS``.  :func:`daskelastic.objective.free_intercept_gap`
     turns them into a certificate; the driver's intercept step reads the
     curvature.
 
@@ -431,10 +431,12 @@ def intercept_sums(loss, Y, c, A, D, out):
     ----------
     loss : int
         Loss code; not the hinge (its loss has no curvature).
-    Y, A : ndarray of shape (n, m)
-        Encoded targets and the committed dual values.
+    Y : ndarray of shape (n, m)
+        Encoded targets.
     c : ndarray of shape (n,)
         Sample weights.
+    A : ndarray of shape (n, m)
+        The committed dual values.
     D : ndarray of shape (n, m) or (0, m)
         The dual values ``-(c ℓ)*(-a)`` when already known (the logistic
         solver's), else empty: computed here.

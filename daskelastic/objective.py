@@ -212,7 +212,7 @@ def intercept_step(sums, alpha_sum, loss_is_squared):
     At a fixed ``w`` the primal's derivative in ``b`` is ``Σ c_i ℓ'(z_i)``,
     which is ``−Σ α_i`` once the dual values match the margins; its second
     derivative is the curvature in ``sums``.  So ``Δb = Σ α_i / curvature``,
-    for classification clipped to :data:`MAX_INTERCEPT_STEP` and with the
+    for classification clipped to ``MAX_INTERCEPT_STEP`` and with the
     curvature floored at 1% of its largest value (0 at ``α = 0``).
 
     Parameters

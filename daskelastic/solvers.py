@@ -1076,7 +1076,7 @@ class ChunkSolver:
         The intercept is not penalised: ``w``'s last row is the intercept
         ``b`` that the driver sets (``intercept_scaling`` must be 1), and
         each result carries :func:`~daskelastic.losses.intercept_sums` of the
-        committed ``α`` (see :mod:`daskelastic.objective`).
+        committed ``α`` (see :func:`daskelastic.objective.free_intercept_gap`).
 
     Examples
     --------
@@ -1131,7 +1131,20 @@ class ChunkSolver:
 
     @classmethod
     def for_problem(cls, problem, seed=0):
-        """The solver of a :class:`~daskelastic.driver.Problem`'s chunks on one worker."""
+        """The solver of a :class:`~daskelastic.driver.Problem`'s chunks on one worker.
+
+        Parameters
+        ----------
+        problem : daskelastic.driver.Problem
+            The problem; its loss, targets and intercept set the solver's.
+        seed : int
+            Seed of the packing order.
+
+        Returns
+        -------
+        ChunkSolver
+            A solver holding no chunks yet.
+        """
         return cls(problem.loss, problem.n_targets, problem.intercept_scaling, seed=seed,
                    free_intercept=problem.free_intercept)
 
