@@ -787,7 +787,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         gap = max(fenchel_young / n, 0.0) + mismatch
         if free:
             intercept_sums = sum(results[k].intercept_sums[0] for k in order)
-            positive_x = sum(results[k].intercept_sums[1] for k in order)
+            positive_x = sum(results[k].intercept_sums[1] for k in order
+                             if results[k].intercept_sums[1] is not None)
             gap = max(gap + free_intercept_gap(intercept_sums, positive_x, b,
                                                (lam_in / lam) * v[:d], lam, n), 0.0)
         objective = objective_from_gap(loss_sum, gap, w[penalised], lam, n)

@@ -307,6 +307,8 @@ class _CoCoABase(BaseEstimator):
             # columns are far from centred: fit b' = b + μ·w on X − μ (the same
             # objective; scikit-learn's _preprocess_data centres so)
             centre = np.average(X, axis=0, weights=sw if sw.sum() > 0 else None)
+            # (the values subtracted, in X's dtype, map the intercept back)
+            centre = centre.astype(X.dtype).astype(np.float64)
             X = X - centre.astype(X.dtype)
         if n < 1:
             raise ValueError("cannot fit on empty input")

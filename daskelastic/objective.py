@@ -213,7 +213,7 @@ def intercept_step(sums, alpha_sum, loss_is_squared):
     which is ``−Σ α_i`` once the dual values match the margins; its second
     derivative is the curvature in ``sums``.  So ``Δb = Σ α_i / curvature``,
     for classification clipped to ``MAX_INTERCEPT_STEP`` and with the
-    curvature floored at 1% of its largest value (0 at ``α = 0``).
+    curvature floored at 0.25% of ``Σ c_i`` (it is 0 at ``α = 0``).
 
     Parameters
     ----------

@@ -1646,7 +1646,7 @@ class ChunkSolver:
         over the rows with ``α_i > 0``."""
         out = np.zeros((6, self.n_targets))
         if X.shape[0] == 0:
-            return out, np.zeros((X.shape[1], self.n_targets))
+            return out, None   # (no rows: the driver adds nothing)
         known = np.empty((0, self.n_targets)) if dual is None else dual
         intercept_sums(self.loss, Y, sw, alpha, known, out)
         return out, np.asarray(X.T @ np.maximum(alpha, 0.0))

@@ -198,3 +198,17 @@ def test_the_same_rows_in_another_form_give_the_same_free_intercept(fertility_sm
     np.testing.assert_allclose(other.coef_, base.coef_, atol=1e-5)
     np.testing.assert_allclose(other.intercept_, base.intercept_ - shift * base.coef_.sum(),
                                atol=1e-4)
+
+
+def test_float32_columns_far_from_zero_map_the_intercept_back_exactly(fertility_small):
+    """The intercept is mapped back with the centre subtracted in float32, not its float64 twin."""
+    X, y = fertility_small
+    X = X[:2000].copy()
+    X[:, 0] = X[:, 0] + 12345.678
+    kwargs = dict(C=1.0, penalize_intercept=False, tol=1e-10, max_iter=3000,
+                  backend="inprocess")
+    X32 = X.astype(np.float32)
+    f32 = de.LogisticRegression(**kwargs).fit(X32, y[:2000])
+    f64 = de.LogisticRegression(**kwargs).fit(X32.astype(np.float64), y[:2000])
+    np.testing.assert_allclose(f32.decision_function(X32), f64.decision_function(X32),
+                               atol=1e-5)
