@@ -300,9 +300,9 @@ class _CoCoABase(BaseEstimator):
             Y, sw = encoder.encode(y, sample_weight)
             n, d = X.shape
             n_values = X.nnz if sp.issparse(X) else X.size
+        free = self.fit_intercept and not self.penalize_intercept
         centre = None
-        if self.fit_intercept and not self.penalize_intercept and not dask_input \
-                and not sp.issparse(X) and n:
+        if free and not dask_input and not sp.issparse(X) and n:
             # a free intercept moves between rounds, and crawls when the
             # columns are far from centred: fit b' = b + μ·w on X − μ (the same
             # objective; scikit-learn's _preprocess_data centres so)
@@ -315,7 +315,6 @@ class _CoCoABase(BaseEstimator):
         # w is float64 whatever X's dtype; Ridge rounds its attributes to
         # float32 for float32 X, as scikit-learn's Ridge gives them
         dtype = np.float32 if X.dtype == np.float32 else np.float64
-        free = self.fit_intercept and not self.penalize_intercept
         if centre is not None and self._loss_name() == "squared":
             # centred X and targets: the free intercept b' is 0 whatever w, so
             # the problem has none (scikit-learn's Ridge solves it so)
