@@ -919,8 +919,11 @@ class LocalResult:
 #: slices, stalling after each.
 _SLOWDOWN_SLICES = 16
 
-#: Rounds whose compute pace sets a slowed worker's usual speed.
-_PACE_WINDOW = 16
+#: Rounds whose compute pace sets a slowed worker's usual speed.  Short, since
+#: a step gets cheaper over the first rounds (fewer inner Newton steps as the
+#: duals settle): a long window kept early rounds' pace and slowed a worker by
+#: more than its factor for many rounds.
+_PACE_WINDOW = 5
 
 #: Rows per bucket of the visiting order (see :class:`ChunkSolver`).  Measured
 #: on the flights table by ``benchmarks/bench_bucket.py`` (327k rows, one
