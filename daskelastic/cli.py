@@ -491,14 +491,21 @@ def _as_text(column):
     return values.where(values.notna(), "nan").map(str)
 
 
+def _text_columns(frame):
+    """Each column of ``frame`` as :func:`_as_text` writes it."""
+    return frame.apply(_as_text)
+
+
 class TableEncoding:
     """How ``fit`` made features of a table's columns, to make the same of new rows.
 
     Numeric columns are standardised with the means and standard deviations
     of the rows the encoding was made from (or used as they are, without
     them); the other columns are one-hot encoded (``column=value``) with the
-    values seen then, in sorted order.  A value not seen then sets no
-    feature.
+    values seen then, in sorted order, by scikit-learn's ``OneHotEncoder`` as
+    the estimators encode a dataframe's categorical columns (see
+    :mod:`daskelastic.encoding`; here booleans are categories too, and every
+    value is read as text).  A value not seen then sets no feature.
 
     Standardising matters to the fit, not only to the coefficients' scale:
     CoCoA+ converges at a rate set by the rows' norms, and raw columns such
@@ -650,17 +657,28 @@ class TableEncoding:
             dense = (dense - np.asarray(self.means)) / np.asarray(self.scales)
         if not self.categorical:
             return np.ascontiguousarray(dense)
-        rows, cols, offset = [], [], 0
-        for c, values in zip(self.categorical, self.categories):
-            # -1: a value not seen
-            codes = pd.Index(values).get_indexer(_as_text(frame[c])).astype(np.int64)
-            seen = codes >= 0
-            rows.append(np.flatnonzero(seen))
-            cols.append(codes[seen] + offset)
-            offset += len(values)
-        rows, cols = np.concatenate(rows), np.concatenate(cols)
-        onehot = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, offset))
+        from .encoding import encode_frame
+
+        onehot = encode_frame(self._one_hot_encoder(), frame[self.categorical])
         return sp.hstack([sp.csr_matrix(dense), onehot], format="csr")
+
+    def _one_hot_encoder(self):
+        """scikit-learn's one-hot encoder of the categorical columns' text, as the
+        estimators encode a dataframe's (:mod:`daskelastic.encoding`); made once."""
+        from .encoding import fit_frame_encoder
+
+        encoder = self.__dict__.get("_encoder")
+        if encoder is None:
+            encoder = fit_frame_encoder(self.categorical,
+                                        dict(zip(self.categorical, self.categories)),
+                                        prepare=_text_columns)
+            self.__dict__["_encoder"] = encoder
+        return encoder
+
+    def __getstate__(self):
+        # the encoder is remade from the categories (models saved before it
+        # existed have only those)
+        return {k: v for k, v in self.__dict__.items() if k != "_encoder"}
 
     def unseen_values(self, X):
         """Rows per categorical column whose value the encoding never saw.

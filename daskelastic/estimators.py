@@ -29,6 +29,13 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from . import config
 from .backends.simulated import ClusterModel
 from .driver import Problem, run_cocoa
+from .encoding import (
+    categorical_columns,
+    encode_frame,
+    fit_frame_encoder,
+    merge_categories,
+    partition_categories,
+)
 from .losses import loss_code
 from .monitoring import FitMonitor, ProgressBar
 from .objective import lambda_from_C
@@ -76,25 +83,23 @@ def _numpy_dtype(dtype):
     return np.dtype(np.float64)
 
 
-def _check_numeric(X):
+def _check_numeric(X, categorical=()):
     """Raise, in this process and from metadata alone, for a dask ``X`` that is not numbers.
 
-    A string or categorical column would otherwise fail in the workers'
-    load tasks, block by block.
+    A column of another kind would otherwise fail in the workers' load
+    tasks, block by block.  With ``categorical`` (the columns to be one-hot
+    encoded) it checks the other columns of a pandas or dask dataframe.
     """
-    import dask.dataframe as dd
-
-    if isinstance(X, dd.DataFrame):
-        bad = [(c, t) for c, t in X.dtypes.items()
-               if (_numpy_dtype(t) or t).kind not in "biuf"]
+    dtypes = getattr(_columns_of(X), "dtypes", None)
+    if hasattr(dtypes, "items") and (categorical or _is_dask_collection(X)):
+        bad = [(c, t) for c, t in dtypes.items() if c not in categorical
+               and (_numpy_dtype(t) or t).kind not in "biuf"]
         if bad:
-            names = [str(c) for c, _ in bad]
             raise ValueError(
-                "X has columns that are not numbers: "
+                "X has columns that are neither numbers nor categories: "
                 + ", ".join(f"{c!r} ({t})" for c, t in bad)
-                + ". daskelastic fits numeric features: encode these first, e.g. one-hot "
-                f"with dask.dataframe.get_dummies(X.categorize(columns={names!r})); the "
-                "command line (python -m daskelastic fit) one-hot encodes them itself")
+                + ". daskelastic one-hot encodes string, object and category columns "
+                "and fits numbers: convert these first (a datetime to a number, say)")
     elif getattr(X, "dtype", None) is not None \
             and (_numpy_dtype(X.dtype) or X.dtype).kind not in "biuf":
         raise ValueError(f"X has dtype {X.dtype}: daskelastic fits numeric features")
@@ -287,6 +292,8 @@ class _CoCoABase(BaseEstimator):
                 "joblib.parallel_backend('dask'): ...) or with threads and the client "
                 "(with joblib.parallel_backend('threading'): ...); see the user guide, "
                 "'Hyper-parameter searches'", UserWarning, stacklevel=3)
+        with client_context(self.client):
+            X, frame_encoder, columns_in = self._encode_categories(X)
         dask_input = _is_dask_collection(X)
         if dask_input:
             with client_context(self.client):
@@ -404,7 +411,38 @@ class _CoCoABase(BaseEstimator):
             result.w[d] = problem.intercept_scaling * result.w[d] - centre @ result.w[:d]
             problem = dataclasses.replace(problem, intercept_scaling=1.0)
         self._set_fitted(result, encoder, problem, dtype)
+        self.feature_encoder_ = frame_encoder
+        if frame_encoder is not None:   # the input's columns, not the encoded ones
+            self.n_features_in_, names = columns_in
+            if names is not None:
+                self.feature_names_in_ = names
         return self
+
+    def _encode_categories(self, X):
+        """``X`` with its categorical columns one-hot encoded, the encoder and X's columns.
+
+        ``(X, None, None)`` when ``X`` has none (see :mod:`daskelastic.encoding`).
+        """
+        categorical = categorical_columns(_columns_of(X))
+        if not categorical:
+            return X, None, None
+        _check_numeric(X, categorical)
+        # the input's feature names and their number, as scikit-learn keeps them
+        validate_data(self, _columns_of(X), reset=True, skip_check_array=True)
+        columns_in = (self.n_features_in_, getattr(self, "feature_names_in_", None))
+        if _is_dask_collection(X):
+            X, frame_encoder = _encode_dask_frame(X, categorical,
+                                                  self.client or current_client())
+        else:
+            frame_encoder = fit_frame_encoder(X.columns, {c: X[c] for c in categorical})
+            X = encode_frame(frame_encoder, X)
+        previous = getattr(self, "feature_encoder_", None)
+        if self.warm_start and hasattr(self, "coef_") and (previous is None or list(
+                previous.get_feature_names_out()) != list(frame_encoder.get_feature_names_out())):
+            raise ValueError("warm_start: this fit's one-hot features (the categories "
+                             "found in X) are not the last fit's: fit with "
+                             "warm_start=False")
+        return X, frame_encoder, columns_in
 
     def _warm_start_w(self, problem, encoder):
         """The last fit's coefficients in the driver's layout (see ``run_cocoa``), or None.
@@ -522,6 +560,13 @@ class _CoCoABase(BaseEstimator):
     def _decision(self, X):
         """``X @ coef_.T + intercept_``; lazy for dask input."""
         check_is_fitted(self)
+        frame_encoder = getattr(self, "feature_encoder_", None)
+        if frame_encoder is not None:
+            validate_data(self, _columns_of(X), reset=False, skip_check_array=True)
+            if _is_dask_collection(X):
+                return _dask_frame_decision(X, frame_encoder, self.coef_, self.intercept_)
+            return _block_decision(encode_frame(frame_encoder, X), self.coef_,
+                                   self.intercept_)
         if _is_dask_collection(X):
             # scikit-learn's checks of the feature names and their number,
             # without computing anything
@@ -543,6 +588,49 @@ class _CoCoABase(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def _encode_dask_frame(X, categorical, client=None):
+    """A dask dataframe's rows one-hot encoded on the workers, and the encoder.
+
+    One pass over the partitions finds the categories and the rows of each;
+    the encoded blocks (CSR) are made where the partitions are.
+    """
+    import dask
+    import dask.array as da
+
+    parts = X.to_delayed()
+    found = dask.compute(*[dask.delayed(partition_categories)(p, categorical)
+                           for p in parts], scheduler=client)
+    frame_encoder = fit_frame_encoder(X.columns, merge_categories(found, categorical))
+    k = len(frame_encoder.get_feature_names_out())
+    blocks = [da.from_delayed(dask.delayed(encode_frame)(frame_encoder, p),
+                              shape=(n, k), dtype=np.float64, meta=sp.csr_matrix((0, k)))
+              for p, (_, n) in zip(parts, found) if n > 0]
+    if not blocks:
+        raise ValueError("cannot fit on empty input")
+    return da.concatenate(blocks, axis=0), frame_encoder
+
+
+def _frame_decision(frame, frame_encoder, coef, intercept):
+    """One partition's decision values, as a series (one column) or a frame."""
+    import pandas as pd
+
+    scores = _block_decision(encode_frame(frame_encoder, frame), coef, intercept)
+    if scores.ndim == 1:
+        return pd.Series(scores, index=frame.index)
+    return pd.DataFrame(scores, index=frame.index)
+
+
+def _dask_frame_decision(X, frame_encoder, coef, intercept):
+    """Lazy decision values of a dask dataframe's rows (a dask array)."""
+    import pandas as pd
+
+    m = np.atleast_2d(coef).shape[0]
+    meta = (pd.Series(np.empty(0)) if m == 1
+            else pd.DataFrame(np.empty((0, m)), columns=range(m)))
+    return X.map_partitions(_frame_decision, frame_encoder, coef, intercept,
+                            meta=meta).to_dask_array()
 
 
 def _block_decision(X, coef, intercept):
@@ -856,6 +944,13 @@ _ATTRS_DOC = """
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when ``X`` has string column names.
+    feature_encoder_ : sklearn.compose.ColumnTransformer or None
+        How the categorical columns of a dataframe ``X`` (string, ``object``
+        or ``category`` dtype) were one-hot encoded; None when ``X`` had
+        none.  Its ``get_feature_names_out()`` names the columns of
+        ``coef_`` (``column=value`` for a category), whose number is then
+        larger than ``n_features_in_``.  Categories not seen in ``fit`` set
+        no feature at prediction.
     history_ : list of dict
         One entry per round, ``n_iter_ + 1`` in all: the last is the round
         whose start met ``tol`` (or the one after ``max_iter`` rounds), whose
