@@ -554,7 +554,9 @@ class TableEncoding:
                  scales=None):
         self.numeric = [str(c) for c in numeric]
         self.categorical = [str(c) for c in categorical]
-        self.categories = [[str(v) for v in values] for values in categories]
+        # (distinct, in the order given: the order of feature_names)
+        self.categories = [list(dict.fromkeys(str(v) for v in values))
+                           for values in categories]
         self.ignored = [str(c) for c in ignored]
         self.means = None if means is None else [float(v) for v in means]
         self.scales = None if scales is None else [float(v) for v in scales]
@@ -671,7 +673,7 @@ class TableEncoding:
         if encoder is None:
             encoder = fit_frame_encoder(self.categorical,
                                         dict(zip(self.categorical, self.categories)),
-                                        prepare=_text_columns)
+                                        prepare=_text_columns, ordered=True)
             self.__dict__["_encoder"] = encoder
         return encoder
 

@@ -49,7 +49,19 @@ def categorical_columns(frame):
         return []
     return [c for c, t in dtypes.items()
             if isinstance(t, (pd.CategoricalDtype, pd.StringDtype))
-            or (isinstance(t, np.dtype) and t.kind in "OSU")]
+            or (isinstance(t, np.dtype) and t.kind in "OSU") or _arrow_text(t)]
+
+
+def _arrow_text(dtype):
+    """Whether ``dtype`` is pyarrow's string or dictionary type (``dtype_backend="pyarrow"``)."""
+    import pandas as pd
+
+    if not isinstance(dtype, pd.ArrowDtype):
+        return False
+    import pyarrow as pa
+
+    t = dtype.pyarrow_dtype
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
 
 
 def missing_as_nan(values):
@@ -93,7 +105,7 @@ def _column_equals_value(column, category):
     return f"{column}={category}"
 
 
-def one_hot_encoder(prepare=missing_as_nan):
+def one_hot_encoder(prepare=missing_as_nan, categories="auto"):
     """The one-hot encoder of categorical columns, unfitted.
 
     Parameters
@@ -101,6 +113,8 @@ def one_hot_encoder(prepare=missing_as_nan):
     prepare : callable, default=missing_as_nan
         Applied to the columns before they are encoded (a module-level
         function, so that the encoder pickles).
+    categories : "auto" or list of arrays, default="auto"
+        ``OneHotEncoder``'s: the values seen, sorted, or these.
 
     Returns
     -------
@@ -113,11 +127,11 @@ def one_hot_encoder(prepare=missing_as_nan):
 
     return make_pipeline(
         FunctionTransformer(prepare, feature_names_out="one-to-one"),
-        OneHotEncoder(handle_unknown="ignore", sparse_output=True, dtype=np.float64,
-                      feature_name_combiner=_column_equals_value))
+        OneHotEncoder(categories=categories, handle_unknown="ignore", sparse_output=True,
+                      dtype=np.float64, feature_name_combiner=_column_equals_value))
 
 
-def fit_frame_encoder(columns, categories, prepare=missing_as_nan):
+def fit_frame_encoder(columns, categories, prepare=missing_as_nan, ordered=False):
     """A fitted encoder of a table: numeric columns as they are, then one-hot ones.
 
     Parameters
@@ -130,6 +144,9 @@ def fit_frame_encoder(columns, categories, prepare=missing_as_nan):
     prepare : callable, default=missing_as_nan
         Applied to the categorical columns before they are encoded (a
         module-level function, so that the encoder pickles).
+    ordered : bool, default=False
+        Keep each column's categories in the order given (they must then be
+        distinct and need no sorting).
 
     Returns
     -------
@@ -168,7 +185,9 @@ def fit_frame_encoder(columns, categories, prepare=missing_as_nan):
         parts.append(("numeric", FunctionTransformer(as_float64, feature_names_out="one-to-one"),
                       numeric))
     if categorical:
-        parts.append(("categorical", one_hot_encoder(prepare), categorical))
+        given = [np.asarray(categories[columns[i]], dtype=object) for i in categorical] \
+            if ordered else "auto"
+        parts.append(("categorical", one_hot_encoder(prepare, given), categorical))
     encoder = ColumnTransformer(parts, sparse_threshold=1.0, verbose_feature_names_out=False)
     distinct = {}
     for i in categorical:
@@ -212,14 +231,20 @@ def encode_frame(encoder, frame):
     scipy.sparse.csr_matrix of shape (len(frame), n_features)
         The rows' numeric columns, then their one-hot features.
     """
+    import pandas as pd
     import scipy.sparse as sp
+    from sklearn.utils.validation import assert_all_finite
 
+    if not isinstance(frame, pd.DataFrame):   # an array or a list of rows
+        frame = pd.DataFrame(frame)
     if len(frame) == 0:   # (scikit-learn's encoders refuse empty input)
         return sp.csr_matrix((0, len(encoder.get_feature_names_out())))
-    if not all(isinstance(c, str) for c in frame.columns):
-        # scikit-learn reads feature names only from string labels
-        frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
-    return sp.csr_matrix(encoder.transform(frame), dtype=np.float64)
+    # the fit's labels, which scikit-learn reads feature names from (the
+    # estimators have checked the caller's names, or warned without them)
+    frame = frame.set_axis(list(encoder.feature_names_in_), axis=1)
+    out = sp.csr_matrix(encoder.transform(frame), dtype=np.float64)
+    assert_all_finite(out.data, input_name="X")   # a numeric column's NaN or inf
+    return out
 
 
 def partition_categories(frame, categorical):

@@ -222,3 +222,33 @@ def test_the_command_line_encodes_with_the_same_encoder(fertility_text):
     np.testing.assert_array_equal(X.toarray(), ours.toarray())
     # a saved encoding pickles without the encoder and makes it again
     assert "_encoder" not in pickle.loads(pickle.dumps(enc)).__dict__
+
+
+def test_prediction_checks_values_and_reads_arrays_in_the_fits_column_order(fertility_text):
+    frame, y = fertility_text
+    clf = de.LogisticRegression(backend="inprocess").fit(frame, y)
+    bad = frame.assign(age=np.where(np.arange(len(frame)) == 3, np.nan, frame.age))
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        clf.predict(bad)
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        from_array = clf.predict_proba(frame.to_numpy())
+    np.testing.assert_array_equal(from_array, clf.predict_proba(frame))
+
+
+def test_pyarrow_text_columns_are_categories(fertility_text):
+    pa = pytest.importorskip("pyarrow")
+    frame, y = fertility_text
+    arrow = frame.astype({"afam": pd.ArrowDtype(pa.string())})
+    assert "afam" in categorical_columns(arrow)
+    ours = de.LogisticRegression(backend="inprocess").fit(arrow, y)
+    ref = de.LogisticRegression(backend="inprocess").fit(frame, y)
+    np.testing.assert_allclose(ours.coef_, ref.coef_)
+
+
+def test_the_command_lines_encoding_keeps_the_order_it_was_given():
+    from daskelastic.cli import TableEncoding
+
+    enc = TableEncoding([], ["city"], [["Rome", "Oslo", "Oslo"]])
+    assert enc.feature_names == ["city=Rome", "city=Oslo"]
+    X = enc.transform(pd.DataFrame({"city": ["Oslo", "Rome", "Paris"]}))
+    np.testing.assert_array_equal(X.toarray(), [[0, 1], [1, 0], [0, 0]])
