@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .losses import HINGE, LOGISTIC, SQUARED
+from .losses import HINGE, LOGISTIC, POISSON, SQUARED
 from .objective import free_intercept_gap, intercept_step, objective_from_gap
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
@@ -724,7 +724,11 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     objective = None
     n_iter = n_outer = 0
     seed = 0 if random_state is None else int(random_state)
-    adaptive_sigma = sigma is None and problem.loss != HINGE
+    # σ′ below the safe K leaves each local problem less curvature than the
+    # others' updates need; the step t ≤ 1 then restores the dual's ascent,
+    # but the Poisson loss's exponential overflows first (margins of
+    # hundreds after one such round): it keeps the safe σ′
+    adaptive_sigma = sigma is None and problem.loss not in (HINGE, POISSON)
     sigma_next = None          # adaptive: (σ′ the last round asks for, results it added)
     adapted_last = False       # adaptive: whether the last round ran with that σ′
     for round_id in range(max_iter + 1):
@@ -857,7 +861,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         if used:
             v = v + step * proposal
         if free:   # Σ α_i = v[d]·λ′n: the intercept feature's coefficient in v is 1
-            b = b + intercept_step(intercept_sums, v[d] / inv_lam_n, problem.loss == SQUARED)
+            b = b + intercept_step(intercept_sums, v[d] / inv_lam_n, problem.loss)
         settlements = {k: (round_id, step if k in used else None) for k in results}
         n_iter = round_id + 1
         policy.observe(RoundRecord(

@@ -26,9 +26,9 @@ from numba import njit
 __all__ = ["LOSSES", "INTERCEPT_SUMS", "dual_from_margins", "intercept_sums", "loss_code"]
 
 #: Loss name → integer code used by the numba kernels.
-LOSSES = {"logistic": 0, "hinge": 1, "squared_hinge": 2, "squared": 3}
+LOSSES = {"logistic": 0, "hinge": 1, "squared_hinge": 2, "squared": 3, "poisson": 4}
 
-LOGISTIC, HINGE, SQUARED_HINGE, SQUARED = 0, 1, 2, 3
+LOGISTIC, HINGE, SQUARED_HINGE, SQUARED, POISSON = 0, 1, 2, 3, 4
 
 #: The rows of :func:`intercept_sums`' output, in order.
 INTERCEPT_SUMS = ("pos", "neg", "dual_pos", "dual_neg", "curvature", "weight")
@@ -70,7 +70,8 @@ def loss_code(name):
     Parameters
     ----------
     name : str
-        One of ``"logistic"``, ``"hinge"``, ``"squared_hinge"``, ``"squared"``.
+        One of ``"logistic"``, ``"hinge"``, ``"squared_hinge"``, ``"squared"``,
+        ``"poisson"``.
 
     Returns
     -------
@@ -137,6 +138,10 @@ def dual_from_margins(loss, Y, c, Z):
         beta = (yz < 1.0).astype(np.float64)
     elif loss == SQUARED_HINGE:
         beta = 2.0 * np.maximum(0.0, 1.0 - yz)
+    elif loss == POISSON:
+        # (a mean beyond float64's range would give a = -inf: capped, so that a
+        # warm start from wild coefficients stays a finite dual point)
+        return c * (Y - np.exp(np.minimum(Z, 700.0)))
     else:
         return c * (Y - Z)
     return c * Y * beta
@@ -165,6 +170,10 @@ def primal_loss(loss, y, z):
     if loss == SQUARED_HINGE:
         h = max(0.0, 1.0 - y * z)
         return h * h
+    if loss == POISSON:
+        # half the Poisson deviance, y·log(y/μ) − y + μ with μ = exp(z): ≥ 0,
+        # and 0 at μ = y (scikit-learn's PoissonRegressor minimises its mean)
+        return _xlogx(y) - y + math.exp(z) - y * z
     r = z - y
     return 0.5 * r * r
 
@@ -180,8 +189,15 @@ def dual_value(loss, y, a, c):
         return 0.0 if a == 0.0 else -math.inf
     if loss == SQUARED:
         return a * y - a * a / (2.0 * c)
-    beta = a * y / c
     tol = 1e-12
+    if loss == POISSON:
+        # a = c·(y − μ) for the mean μ ≥ 0 that the dual value implies
+        mu = y - a / c
+        if mu < -tol * (1.0 + y):
+            return -math.inf
+        mu = max(mu, 0.0)
+        return -c * (_xlogx(mu) - mu - _xlogx(y) + y)
+    beta = a * y / c
     if loss == LOGISTIC:
         if beta < -tol or beta > 1.0 + tol:
             return -math.inf
@@ -202,7 +218,8 @@ def dual_value_change(loss, y, a, c, delta):
     """``dual_value(a + delta) - dual_value(a)`` for a step between feasible values.
 
     In closed form for the hinge, squared hinge and squared losses, so that a
-    solver kernel can add it up as it steps; 0 for the logistic loss, whose
+    solver kernel can add it up as it steps (with two logs for the Poisson
+    loss); 0 for the logistic loss, whose
     change needs logs (taken over whole arrays, see
     ``daskelastic.solvers._logistic_dual_change``).
     """
@@ -210,6 +227,8 @@ def dual_value_change(loss, y, a, c, delta):
         return 0.0
     if loss == HINGE:
         return delta * y
+    if loss == POISSON:
+        return dual_value(loss, y, a + delta, c) - dual_value(loss, y, a, c)
     # a·y - a²/(k·c): k = 4 (squared hinge), 2 (squared)
     k = 4.0 if loss == SQUARED_HINGE else 2.0
     return delta * y - delta * (2.0 * a + delta) / (k * c)
@@ -378,6 +397,47 @@ def _sigmoid(u):
 
 
 @njit(cache=True, nogil=True)
+def _poisson_step(y, a, c, z, q):
+    """The Poisson coordinate step: safeguarded Newton in ``u = log μ'``.
+
+    With ``a' = c·(y − μ')`` the subproblem's optimality condition reads
+    ``g(u) = z + q·c·(μ0 − e^u) − u = 0`` (``μ0 = y − a/c``), ``g`` strictly
+    decreasing and concave.  Its root lies between ``z`` and ``log μ0``
+    (from ``z − q·c·e^z`` when ``μ0 = 0``): at ``u = z`` the step's pull
+    ``q·c·(μ0 − e^z)`` and at ``u = log μ0`` the margin's ``z − log μ0``
+    have opposite signs.
+    """
+    qc = q * c
+    mu0 = max(y - a / c, 0.0)
+    if mu0 > 0.0:
+        lu = math.log(mu0)
+        lo, hi = min(z, lu), max(z, lu)
+        u = lu        # the margin moves little between visits: start at μ0
+    else:
+        lo, hi = z - qc * math.exp(z), z
+        u = hi
+    for _ in range(_NEWTON_MAX_ITER):
+        e = math.exp(u)
+        g = z + qc * (mu0 - e) - u
+        if g == 0.0:
+            break
+        if g > 0.0:
+            lo = u
+        else:
+            hi = u
+        newton = u + g / (1.0 + qc * e)
+        if lo < newton < hi:
+            step = newton - u
+            u = newton
+        else:
+            step = 0.5 * (hi - lo)
+            u = lo + step
+        if abs(step) <= 1e-12 * (1.0 + abs(u)):
+            break
+    return c * (y - math.exp(u))
+
+
+@njit(cache=True, nogil=True)
 def coordinate_step(loss, y, a, c, z, q, rtol=0.0):
     """Maximiser ``a'`` of the one-coordinate CoCoA+ subproblem.
 
@@ -409,6 +469,8 @@ def coordinate_step(loss, y, a, c, z, q, rtol=0.0):
         # margin is known (see the hinge)
         beta_new = max(0.0, (1.0 - y * z + q * a * y) * (c / (q * c + 0.5)))
         return y * beta_new
+    if loss == POISSON:
+        return _poisson_step(y, a, c, z, q)
     # squared: unconstrained
     return (y - z + q * a) / (q + 1.0 / c)
 
@@ -422,10 +484,10 @@ def intercept_sums(loss, Y, c, A, D, out):
     the dual values ``Σ -(c ℓ)*(-a)``; then the curvature ``Σ c ℓ''`` at the
     margins that ``a`` matches (``-c ℓ'(z) = a``: ``|a|(1 - |a|/c)`` for the
     logistic loss, ``2c`` where ``a ≠ 0`` for the squared hinge, ``c`` for
-    the squared loss) and ``Σ c``.  The rows of ``out`` (shape ``(6, m)``)
-    are ``INTERCEPT_SUMS``.  :func:`daskelastic.objective.free_intercept_gap`
-    turns them into a certificate; the driver's intercept step reads the
-    curvature.
+    the squared loss, ``c·μ = c·y − a`` for the Poisson loss) and ``Σ c``.
+    The rows of ``out`` (shape ``(6, m)``) are ``INTERCEPT_SUMS``.
+    :func:`daskelastic.objective.free_intercept_gap` turns them into a
+    certificate; the driver's intercept step reads the curvature.
 
     Parameters
     ----------
@@ -462,6 +524,8 @@ def intercept_sums(loss, Y, c, A, D, out):
             out[5, k] += ci
             if loss == SQUARED:
                 out[4, k] += ci
+            elif loss == POISSON:   # c·μ, μ = y − a/c: also where a = 0 (μ = y)
+                out[4, k] += max(ci * Y[i, k] - a, 0.0)
             if a == 0.0:
                 continue
             v = D[i, k] if known else dual_value(loss, Y[i, k], a, ci)

@@ -206,14 +206,18 @@ def free_intercept_gap(sums, positive_x, b, u, lam, n_samples):
     return float(np.sum(terms))
 
 
-def intercept_step(sums, alpha_sum, loss_is_squared):
+def intercept_step(sums, alpha_sum, loss):
     """The change of a free intercept that a Newton step on ``P(w, b)`` in ``b`` makes.
 
     At a fixed ``w`` the primal's derivative in ``b`` is ``Σ c_i ℓ'(z_i)``,
     which is ``−Σ α_i`` once the dual values match the margins; its second
     derivative is the curvature in ``sums``.  So ``Δb = Σ α_i / curvature``,
     for classification clipped to ``MAX_INTERCEPT_STEP`` and with the
-    curvature floored at 0.25% of ``Σ c_i`` (it is 0 at ``α = 0``).
+    curvature floored at 0.25% of ``Σ c_i`` (it is 0 at ``α = 0``).  For the
+    Poisson loss the step is taken on the log link, ``Δb = log(1 + Σ α_i /
+    Σ c_i μ_i)``: exact when the dual values match the margins (then
+    ``Σ c_i e^{z_i + Δb} = Σ c_i y_i``), and never the overshoot of a
+    Newton step on an exponential.
 
     Parameters
     ----------
@@ -221,8 +225,9 @@ def intercept_step(sums, alpha_sum, loss_is_squared):
         :func:`daskelastic.losses.intercept_sums` over all rows.
     alpha_sum : ndarray of shape (m,)
         ``Σ α_i`` of the committed dual values now.
-    loss_is_squared : bool
-        The squared loss (Ridge): its Newton step is exact, and not clipped.
+    loss : int
+        The loss code (``daskelastic.losses.LOSSES``).  The squared
+        loss's (Ridge's) Newton step is exact, and not clipped.
 
     Returns
     -------
@@ -232,16 +237,23 @@ def intercept_step(sums, alpha_sum, loss_is_squared):
     Examples
     --------
     >>> import numpy as np
+    >>> from daskelastic.losses import LOSSES
     >>> from daskelastic.objective import intercept_step
     >>> sums = np.zeros((6, 1)); sums[4] = sums[5] = 10.0
-    >>> intercept_step(sums, np.array([2.5]), loss_is_squared=True)
+    >>> intercept_step(sums, np.array([2.5]), LOSSES["squared"])
     array([0.25])
     """
+    from .losses import POISSON, SQUARED
+
     curvature, weight = sums[4], sums[5]
-    if loss_is_squared:
+    if loss == SQUARED:
         return np.where(curvature > 0, alpha_sum / np.where(curvature > 0, curvature, 1.0), 0.0)
+    tiny = np.finfo(float).tiny
+    if loss == POISSON:
+        # Σ c μ + Σ α = Σ c y > 0 (checked by the estimator): the log's argument
+        return np.log(np.maximum(curvature + alpha_sum, tiny) / np.maximum(curvature, tiny))
     floor = 0.01 * 0.25 * weight   # (¼: the logistic loss's largest ℓ'')
-    step = alpha_sum / np.maximum(curvature, np.maximum(floor, np.finfo(float).tiny))
+    step = alpha_sum / np.maximum(curvature, np.maximum(floor, tiny))
     return np.clip(step, -MAX_INTERCEPT_STEP, MAX_INTERCEPT_STEP)
 
 
@@ -279,6 +291,8 @@ def primal_objective(loss, X, Y, sample_weight, w, lam, intercept_scaling=0.0,
         L = np.maximum(0.0, 1.0 - Y * Z) ** 2
     elif loss == "squared":
         L = 0.5 * (Z - Y) ** 2
+    elif loss == "poisson":
+        L = np.exp(Z) - Y * Z + np.where(Y > 0, Y * np.log(np.where(Y > 0, Y, 1.0)), 0.0) - Y
     else:
         raise ValueError(f"unknown loss {loss!r}")
     penalised = w[:d] if free_intercept else w

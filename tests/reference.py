@@ -7,6 +7,16 @@ import scipy.sparse as sp
 from scipy.special import xlogy
 
 
+def random_targets(loss, rng, shape):
+    """Targets a loss takes: real for the squared loss, counts for the Poisson loss
+    (means about 1), ±1 labels for classification."""
+    if loss == "squared":
+        return rng.normal(size=shape)
+    if loss == "poisson":
+        return rng.poisson(1.0, size=shape).astype(np.float64)
+    return np.where(rng.random(shape) < 0.5, 1.0, -1.0)
+
+
 def primal_loss(loss, y, z):
     if loss == "logistic":
         return np.logaddexp(0.0, -y * z)
@@ -14,6 +24,8 @@ def primal_loss(loss, y, z):
         return np.maximum(0.0, 1.0 - y * z)
     if loss == "squared_hinge":
         return np.maximum(0.0, 1.0 - y * z) ** 2
+    if loss == "poisson":     # half the Poisson deviance of the mean exp(z)
+        return xlogy(y, y) - y + np.exp(z) - y * z
     return 0.5 * (z - y) ** 2
 
 
@@ -23,6 +35,13 @@ def dual_value(loss, y, a, c):
         return 0.0 if a == 0 else -np.inf
     if loss == "squared":
         return a * y - a * a / (2 * c)
+    if loss == "poisson":
+        # ℓ*(v) = (v + y) log(v + y) − (v + y) − y log y + y, at v = −a/c
+        mu = y - a / c
+        if mu < -1e-12 * (1 + y):
+            return -np.inf
+        mu = max(mu, 0.0)
+        return float(-c * (xlogy(mu, mu) - mu - xlogy(y, y) + y))
     beta = a * y / c
     if loss == "logistic":
         if not -1e-12 <= beta <= 1 + 1e-12:
@@ -40,6 +59,16 @@ def coordinate_step(loss, y, a, c, z, q):
         return 0.0
     if loss == "squared":
         return (y - z + q * a) / (q + 1 / c)
+    if loss == "poisson":
+        # a' = c(y − μ'); derivative in u = log μ': z + q c (μ0 − e^u) − u, decreasing
+        mu0 = y - a / c
+        lo, hi = min(z, math.log(mu0)) if mu0 > 0 else z - q * c * math.exp(z), \
+            max(z, math.log(mu0)) if mu0 > 0 else z
+        for _ in range(200):
+            u = 0.5 * (lo + hi)
+            g = z + q * c * (mu0 - math.exp(u)) - u
+            lo, hi = (u, hi) if g > 0 else (lo, u)
+        return c * (y - math.exp(0.5 * (lo + hi)))
     if loss == "logistic":
         # derivative in b = a'y/c: log((1-b)/b) - yz - q c (b - ay/c)
         lo, hi = 0.0, 1.0
@@ -94,6 +123,8 @@ def intercept_sums(loss, Y, c, A):
             out[5, k] += c[i]
             if loss == "squared":
                 out[4, k] += c[i]
+            elif loss == "poisson":
+                out[4, k] += c[i] * Y[i, k] - a    # c·μ = c(y − a/c), also where a = 0
             if a == 0:
                 continue
             side = 0 if a > 0 else 1

@@ -17,7 +17,7 @@ from daskelastic.placement import make_chunks, split_rows
 
 import reference
 
-FREE_LOSSES = ["logistic", "squared", "squared_hinge"]
+FREE_LOSSES = ["logistic", "squared", "squared_hinge", "poisson"]
 
 
 @pytest.mark.parametrize("loss", FREE_LOSSES)
@@ -27,7 +27,9 @@ def test_the_certificate_bounds_the_suboptimality_of_any_dual_point(loss):
     n, d = 200, 3
     X = rng.normal(size=(n, d)) + 0.5
     Y = (X @ [1.0, -1.0, 0.5] + 0.3 + rng.normal(size=n))[:, None]
-    if loss != "squared":
+    if loss == "poisson":
+        Y = rng.poisson(np.exp(0.3 * Y)).astype(float)
+    elif loss != "squared":
         Y = np.sign(Y)
     c = rng.uniform(0.5, 1.5, size=n)
     lam = lambda_from_C(0.5, n)

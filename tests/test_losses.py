@@ -27,8 +27,16 @@ finite = st.floats(-5, 5, allow_nan=False)
 positive = st.floats(0.05, 5, allow_nan=False)
 
 
+def _target(loss, label, target):
+    """A label (±1) for classification, a real target for the squared loss, a
+    non-negative one for the Poisson loss."""
+    return target if loss == "squared" else abs(target) if loss == "poisson" else label
+
+
 def _feasible_alpha(loss, y, c, frac):
     """A dual value inside the conjugate's domain."""
+    if loss == "poisson":       # a = c(y − μ) for a mean μ ≥ 0
+        return c * (y - 3 * frac)
     if loss == "squared":
         return (2 * frac - 1) * 3 * c
     if loss == "squared_hinge":
@@ -41,7 +49,7 @@ def _feasible_alpha(loss, y, c, frac):
 @given(z=finite, c=positive, frac=st.floats(0, 1), label=st.sampled_from([-1.0, 1.0]),
        target=finite)
 def test_primal_and_dual_values_match_twins(loss, z, c, frac, label, target):
-    y = target if loss == "squared" else label
+    y = _target(loss, label, target)
     a = _feasible_alpha(loss, y, c, frac)
     code = loss_code(loss)
     assert primal_loss(code, y, z) == pytest.approx(ref.primal_loss(loss, y, z), rel=1e-12,
@@ -55,7 +63,7 @@ def test_primal_and_dual_values_match_twins(loss, z, c, frac, label, target):
 @given(z=finite, c=positive, frac=st.floats(0, 1), q=st.floats(0.01, 50),
        label=st.sampled_from([-1.0, 1.0]), target=finite)
 def test_coordinate_step_matches_twin(loss, z, c, frac, q, label, target):
-    y = target if loss == "squared" else label
+    y = _target(loss, label, target)
     a = _feasible_alpha(loss, y, c, frac)
     got = coordinate_step(loss_code(loss), y, a, c, z, q)
     want = ref.coordinate_step(loss, y, a, c, z, q)
@@ -68,7 +76,7 @@ def test_coordinate_step_matches_twin(loss, z, c, frac, q, label, target):
        label=st.sampled_from([-1.0, 1.0]), target=finite)
 def test_coordinate_step_maximises_the_subproblem(loss, z, c, frac, q, label, target):
     """No other dual value does better on the one-coordinate subproblem."""
-    y = target if loss == "squared" else label
+    y = _target(loss, label, target)
     a = _feasible_alpha(loss, y, c, frac)
     code = loss_code(loss)
 
@@ -100,7 +108,7 @@ def test_hinge_step_without_curvature_jumps_to_the_box_edge():
        target=finite)
 def test_gap_term_is_nonnegative(loss, z, c, frac, label, target):
     """Fenchel–Young: c·ℓ(z) + (c·ℓ)*(−a) + a·z ≥ 0 for every feasible a."""
-    y = target if loss == "squared" else label
+    y = _target(loss, label, target)
     a = _feasible_alpha(loss, y, c, frac)
     assert gap_term(loss_code(loss), y, a, c, z) >= -1e-12 * (1 + abs(z) * c)
 
@@ -235,11 +243,11 @@ def test_sigmoid_shift_is_the_shifted_sigmoid(beta):
         assert 1 - _sigmoid_shift(beta, s) == pytest.approx(1 - want, rel=1e-6, abs=1e-15)
 
 
-@pytest.mark.parametrize("loss", ["logistic", "squared", "squared_hinge"])
+@pytest.mark.parametrize("loss", ["logistic", "squared", "squared_hinge", "poisson"])
 def test_the_intercept_sums_kernel_matches_its_twin(loss):
     rng = np.random.default_rng(3)
     n, m = 300, 2
-    Y = rng.normal(size=(n, m)) if loss == "squared" else np.sign(rng.normal(size=(n, m)))
+    Y = ref.random_targets(loss, rng, (n, m))
     c = rng.uniform(0.0, 2.0, size=n)
     c[:4] = 0.0
     A = dual_from_margins(LOSSES[loss], Y, c, 2.0 * rng.normal(size=(n, m)))

@@ -65,6 +65,9 @@ def test_duality_gap_bounds_the_suboptimality(loss, data):
     X = data.draw(arrays(np.float64, (n, d), elements=st.floats(-3, 3)))
     if loss == "squared":
         y = data.draw(arrays(np.float64, n, elements=st.floats(-3, 3)))
+    elif loss == "poisson":
+        y = data.draw(arrays(np.float64, n, elements=st.floats(0, 3)))
+        y[0] = max(y[0], 0.5)   # (not all 0)
     else:
         y = np.where(data.draw(arrays(np.bool_, n)), 1.0, -1.0)
     sw = data.draw(arrays(np.float64, n, elements=st.floats(0.1, 3)))

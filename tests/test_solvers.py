@@ -28,10 +28,7 @@ import reference as ref
 def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.5)
-    if loss == "squared":
-        Y = rng.normal(size=(n, m))
-    else:
-        Y = np.where(rng.random((n, m)) < 0.5, 1.0, -1.0)
+    Y = ref.random_targets(loss, rng, (n, m))
     sw = rng.uniform(0.5, 2.0, size=n)
     X = X.astype(dtype)
     return (sp.csr_matrix(X) if sparse else np.ascontiguousarray(X)), Y, sw
@@ -502,8 +499,7 @@ def test_dual_change_matches_numpy_twin(loss, m):
     rng = np.random.default_rng(3)
     n, d = 60, 5
     X = rng.normal(size=(n, d))
-    Y = rng.normal(size=(n, m)) if loss == "squared" else \
-        np.where(rng.random((n, m)) < 0.5, 1.0, -1.0)
+    Y = ref.random_targets(loss, rng, (n, m))
     sw = rng.uniform(0.5, 2.0, size=n)
     solver = ChunkSolver(loss_code(loss), m, 1.0)
     solver.add_chunk(0, X, Y, sw)
