@@ -33,7 +33,8 @@ def _expected_failed(estimator):
      de.LinearSVC(tol=1e-8, max_iter=3000),
      de.Ridge(tol=1e-15, max_iter=3000),
      de.LogisticRegression(tol=1e-10, max_iter=5000, penalize_intercept=False),
-     de.Ridge(tol=1e-15, max_iter=5000, penalize_intercept=False)],
+     de.Ridge(tol=1e-15, max_iter=5000, penalize_intercept=False),
+     de.PoissonRegressor(tol=1e-12, max_iter=5000)],
     expected_failed_checks=_expected_failed,
 )
 def test_sklearn_compatible(estimator, check):

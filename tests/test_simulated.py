@@ -491,3 +491,12 @@ def test_cluster_model_parameters_are_validated(flights_small):
                               cluster_model=ClusterModel(n_workers=2)).fit(X, y)
     with pytest.raises(ValueError, match="cluster_model"):
         de.LogisticRegression(backend="simulated", cluster_model="big").fit(X, y)
+
+
+def test_dask_input_on_the_simulated_backend_is_a_clear_error():
+    import dask.array as da
+
+    X = da.from_array(np.arange(40.0).reshape(20, 2), chunks=10)
+    y = da.from_array(np.arange(20) % 2, chunks=10)
+    with pytest.raises(ValueError, match="backend='simulated' needs in-memory input"):
+        de.LogisticRegression(backend="simulated").fit(X, y)
