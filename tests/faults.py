@@ -1,7 +1,8 @@
 """Faults injected into a real Dask fit at chosen moments, and the fault matrix.
 
 :class:`FaultyBackend` is a real :class:`~daskelastic.backends.dask.DaskBackend`
-that only picks the moment of a fault — the load calls sent, a warm start's
+that only picks the moment of a fault — the load calls sent, the loads done
+but not yet published to the scheduler, a warm start's
 dual values being set, a round's calls sent, the gap-only pass's calls sent,
 before a chunk move, after a release — so the fault lands while that operation
 is under way.  The faults are real too: ``SIGKILL`` or ``SIGSTOP`` (5 s) to
@@ -49,6 +50,7 @@ FAULTS = ("kill", "stop", "join", "drop")
 #: Where a fault lands, with the scaling schedule that makes the moment happen.
 MOMENTS = {
     "loading": {},
+    "loaded": {},
     "warm-start": {},
     "round": {},
     "two-of-three": {},
@@ -112,6 +114,14 @@ class FaultyBackend(DaskBackend):
                 self._inject([targets[self.seed % len(targets)]])
             return calls
         return super()._place_loaded(plan, started)
+
+    def publish(self, target=None):
+        # the first publish ends the load: "loaded" lands between the loads'
+        # results and the scheduler hearing of the placement
+        if self.moment == "loaded" and not self.hit:
+            holders = sorted(self.placement)
+            self._inject(holders[self.seed % len(holders):][:1])
+        return super().publish(target)
 
     def start_round(self, round_id, w, settlements, **kwargs):
         holders = sorted(self.placement)
@@ -275,7 +285,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=60000, help="flights rows (max 327346)")
     parser.add_argument("--faults", default=",".join(FAULTS))
-    parser.add_argument("--moments", default="loading,round,two-of-three,gap-pass,move,"
+    parser.add_argument("--moments", default="loading,loaded,round,two-of-three,gap-pass,move,"
                                                "retire,kept-worker")
     args = parser.parse_args(argv)
     X, y, _ = load_flights(n_rows=args.rows)

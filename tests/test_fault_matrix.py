@@ -2,13 +2,13 @@
 
 Faults: a worker SIGKILLed, a worker SIGSTOPped for 5 s, a worker joining, the
 client's connection to the scheduler cut for a second.  Moments: while the
-data loads, a warm start setting the dual values, during a round, two of
-three workers, the gap-only pass, a chunk move, a retirement, the one worker a
-scale-in kept (see :mod:`faults`).  Each
-fit runs in a thread bounded by a timeout: it must end — at the optimum, or
-with a certified gap after ``max_iter`` for the gap-only pass — and leave no
-state, keys or plugins behind.  ``python tests/faults.py`` prints the same
-matrix as a table.
+data loads, once it loaded (before the scheduler hears where), a warm start
+setting the dual values, during a round, two of three workers, the gap-only
+pass, a chunk move, a retirement, the one worker a scale-in kept (see
+:mod:`faults`).  Each fit runs in a thread bounded by a timeout: it must
+end — at the optimum, or with a certified gap after ``max_iter`` for the
+gap-only pass — and leave no state, keys or plugins behind.
+``python tests/faults.py`` prints the same matrix as a table.
 
 Slow: run with ``nox -s slow`` (or ``pytest -m slow``).
 """

@@ -364,6 +364,10 @@ class DaskBackend(Backend):
                 self._check_blocks(plan, sums)
                 self._sq_norm_sum = float(sum(sums))
                 self.placement = {w: sorted(c) for w, c in plan.items() if c}
+                # direct actor loads do not pass the scheduler: a cut link to
+                # it may first show here (ConnectionLost), and is recovered
+                # from as a loss during the load
+                self.publish()
             except WorkersLost as lost:
                 # the rows' norms are summed again when asked for
                 self.placement = {w: sorted(c) for w, c in plan.items() if c}
@@ -379,7 +383,6 @@ class DaskBackend(Backend):
             # a traceback would keep the frames, and with them the input's
             # futures, alive: raise the error without it
             raise error.with_traceback(None) from None
-        self.publish()
 
     def _check_blocks(self, plan, results):
         """Raise the ``ValueError`` of the first block a load refused (see ``BadBlock``).
