@@ -22,8 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .losses import HINGE, LOGISTIC, POISSON, SQUARED
-from .objective import free_intercept_gap, intercept_step, objective_from_gap
+from .losses import HINGE, LOGISTIC, POISSON, SOFTMAX, SQUARED
+from .objective import (
+    free_intercept_gap,
+    intercept_step,
+    objective_from_gap,
+    softmax_free_intercept_gap,
+)
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
 
@@ -151,6 +156,8 @@ class Problem:
             raise ValueError("the hinge loss has no free intercept: its loss has no "
                              "curvature to move it by; use the squared hinge, or a "
                              "penalised intercept")
+        if self.loss == SOFTMAX and self.n_targets < 2:
+            raise ValueError(f"the softmax loss needs 2 or more targets, got {self.n_targets}")
 
     @property
     def inv_lam_n(self):
@@ -688,7 +695,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         try:
             kappa = _kappa(acceleration, backend, problem)
             kappa_later = 0.0          # κ to switch on once the plain rounds slow down
-            if adaptive and kappa and (problem.loss == LOGISTIC or w_start is not None):
+            if adaptive and kappa and (problem.loss in (LOGISTIC, SOFTMAX)
+                                       or w_start is not None):
                 # (a warm start is near the optimum: plain rounds first)
                 kappa_later, kappa = kappa, 0.0
             elif adaptive and not kappa:
@@ -793,8 +801,10 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             intercept_sums = sum(results[k].intercept_sums[0] for k in order)
             positive_x = sum(results[k].intercept_sums[1] for k in order
                              if results[k].intercept_sums[1] is not None)
-            gap = max(gap + free_intercept_gap(intercept_sums, positive_x, b,
-                                               (lam_in / lam) * v[:d], lam, n), 0.0)
+            certify = softmax_free_intercept_gap if problem.loss == SOFTMAX \
+                else free_intercept_gap
+            gap = max(gap + certify(intercept_sums, positive_x, b, (lam_in / lam) * v[:d],
+                                    lam, n), 0.0)
         objective = objective_from_gap(loss_sum, gap, w[penalised], lam, n)
         if not (np.isfinite(objective.primal) and np.isfinite(objective.gap)):
             # input validation lets through finite values whose squares or

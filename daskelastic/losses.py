@@ -23,12 +23,14 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["LOSSES", "INTERCEPT_SUMS", "dual_from_margins", "intercept_sums", "loss_code"]
+__all__ = ["LOSSES", "INTERCEPT_SUMS", "dual_from_margins", "intercept_sums", "loss_code",
+           "softmax_loss", "softmax_dual_value", "softmax_step", "softmax_intercept_sums"]
 
 #: Loss name → integer code used by the numba kernels.
-LOSSES = {"logistic": 0, "hinge": 1, "squared_hinge": 2, "squared": 3, "poisson": 4}
+LOSSES = {"logistic": 0, "hinge": 1, "squared_hinge": 2, "squared": 3, "poisson": 4,
+          "softmax": 5}
 
-LOGISTIC, HINGE, SQUARED_HINGE, SQUARED, POISSON = 0, 1, 2, 3, 4
+LOGISTIC, HINGE, SQUARED_HINGE, SQUARED, POISSON, SOFTMAX = 0, 1, 2, 3, 4, 5
 
 #: The rows of :func:`intercept_sums`' output, in order.
 INTERCEPT_SUMS = ("pos", "neg", "dual_pos", "dual_neg", "curvature", "weight")
@@ -71,7 +73,7 @@ def loss_code(name):
     ----------
     name : str
         One of ``"logistic"``, ``"hinge"``, ``"squared_hinge"``, ``"squared"``,
-        ``"poisson"``.
+        ``"poisson"``, ``"softmax"``.
 
     Returns
     -------
@@ -108,7 +110,8 @@ def dual_from_margins(loss, Y, c, Z):
     loss : int
         Loss code (``LOSSES``).
     Y : ndarray of shape (n, m)
-        Encoded labels (±1) or targets.
+        Encoded labels (±1; for the softmax loss +1 at each row's class) or
+        targets.
     c : ndarray of shape (n,)
         Sample weights.
     Z : ndarray of shape (n, m)
@@ -130,6 +133,11 @@ def dual_from_margins(loss, Y, c, Z):
     [0.5, -0.5]
     """
     c = np.asarray(c, dtype=np.float64)[:, None]
+    if loss == SOFTMAX:
+        # a = c·(e_y − softmax(z)), e_y the row's one-hot label (Y is ±1)
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        return c * ((Y > 0) - P)
     yz = Y * Z
     if loss == LOGISTIC:
         # -ℓ'(z) = y·σ(-y·z); log-sum-exp form, no overflow for large |z|
@@ -473,6 +481,220 @@ def coordinate_step(loss, y, a, c, z, q, rtol=0.0):
         return _poisson_step(y, a, c, z, q)
     # squared: unconstrained
     return (y - z + q * a) / (q + 1.0 / c)
+
+
+# -- the softmax (multinomial logistic) loss ---------------------------------------
+# A row's K margins z are coupled: ℓ(y, z) = log Σ_k exp(z_k) − z_y.  Its dual
+# values are a vector a = c·(e_y − β) with β in the probability simplex (so
+# Σ_k a_k = 0), and -(cℓ)*(-a) = c·H(β), the entropy of β (Shalev-Shwartz and
+# Zhang, "Accelerated Proximal Stochastic Dual Coordinate Ascent", Math.
+# Program. 2016, section 5: SDCA for multiclass logistic regression).
+
+#: Newton iterations allowed for the softmax step's multiplier and logits.
+_SOFTMAX_MAX_ITER = 60
+
+#: Steps of the joint Newton (``_softmax_newton``) before the safe solve takes over.
+_SOFTMAX_NEWTON_STEPS = 8
+
+
+@njit(cache=True, nogil=True)
+def softmax_loss(y, z):
+    """``ℓ(y, z) = log Σ_k exp(z_k) − z_y`` of one row (``y`` is +1 at its class)."""
+    top = z[0]
+    for k in range(1, z.shape[0]):
+        top = max(top, z[k])
+    total = 0.0
+    zy = 0.0
+    for k in range(z.shape[0]):
+        total += math.exp(z[k] - top)
+        if y[k] > 0.0:
+            zy = z[k]
+    return top + math.log(total) - zy
+
+
+@njit(cache=True, nogil=True)
+def softmax_dual_value(y, a, c):
+    """``-(c·ℓ)*(-a) = c·H(β)`` with ``β = e_y − a/c``; ``-inf`` off the simplex.
+
+    A row of weight 0 has the dual value 0 at ``a = 0`` (and only there).
+    """
+    if c <= 0.0:
+        for k in range(a.shape[0]):
+            if a[k] != 0.0:
+                return -math.inf
+        return 0.0
+    tol = 1e-12
+    total = 0.0
+    entropy = 0.0
+    for k in range(a.shape[0]):
+        beta = (1.0 if y[k] > 0.0 else 0.0) - a[k] / c
+        if beta < -tol:
+            return -math.inf
+        total += beta
+        entropy -= _xlogx(beta)
+    if abs(total - 1.0) > 1e-9:
+        return -math.inf
+    return c * entropy
+
+
+@njit(cache=True, nogil=True)
+def softmax_step(y, a, c, z, q, out, t):
+    """The softmax row step: the maximiser ``a'`` of the row's CoCoA+ subproblem.
+
+    Maximises ``c·H(β') − (a' − a)·z − (q/2)‖a' − a‖²`` over ``a' = c·(e_y − β')``
+    with ``β'`` in the simplex, the row's K dual values at once (the quadratic
+    term is the sum of the K targets' coordinate terms).  Its optimality
+    conditions read, with ``t_k = log β'_k`` and the multiplier ``ν`` of
+    ``Σ_k β'_k = 1``,
+
+        t_k + qc·e^{t_k} = r_k − ν,   r_k = z_k + qc·β_k,   β = e_y − a/c.
+
+    Each ``t_k`` increases with ``r_k − ν``, so ``Σ_k e^{t_k(ν)}`` is
+    decreasing and convex in ``ν``: Newton from ``ν = max r − qc`` (where
+    the sum is ≥ 1) climbs to the root without overshooting, and each
+    ``t_k(ν)`` is itself a Newton solve from its previous value, which lies
+    on the safe side.  The root lies within ``log K + qc`` of the start.
+    The result is exact to rounding; ``out`` gets ``a'``, ``t`` is scratch
+    of length K.
+    """
+    m = a.shape[0]
+    if c <= 0.0:
+        for k in range(m):
+            out[k] = 0.0
+        return
+    qc = q * c
+    # r_k in out (overwritten by a' at the end)
+    top = -math.inf
+    for k in range(m):
+        beta = (1.0 if y[k] > 0.0 else 0.0) - a[k] / c
+        out[k] = z[k] + qc * min(max(beta, 0.0), 1.0)
+        top = max(top, out[k])
+    if qc <= 0.0:
+        # no curvature: β' = softmax(z)
+        total = 0.0
+        for k in range(m):
+            t[k] = math.exp(out[k] - top)
+            total += t[k]
+        for k in range(m):
+            out[k] = c * ((1.0 if y[k] > 0.0 else 0.0) - t[k] / total)
+        return
+    if _softmax_newton(y, a, c, qc, out, t):
+        return
+    nu = top - qc
+    for k in range(m):
+        s = out[k] - nu        # ≤ qc: t_k ≤ 0
+        t[k] = min(s, math.log1p(max(s, 0.0) / qc))   # h(t) ≥ s there: Newton from above
+    for _ in range(_SOFTMAX_MAX_ITER):
+        total = 0.0
+        slope = 0.0
+        for k in range(m):
+            s = out[k] - nu
+            tk = t[k]
+            for _ in range(_SOFTMAX_MAX_ITER):
+                e = math.exp(tk)
+                step = (tk + qc * e - s) / (1.0 + qc * e)
+                tk -= step
+                if step <= 1e-13 * (1.0 + abs(tk)):
+                    break
+            t[k] = tk
+            e = math.exp(tk)
+            total += e
+            slope += e / (1.0 + qc * e)
+        # Σ e^{t_k(ν)} − 1 has the derivative −Σ e^t/(1 + qc e^t)
+        move = (total - 1.0) / slope
+        if move <= 1e-15 * (1.0 + abs(nu)):
+            break
+        nu += move
+    total = 0.0
+    for k in range(m):
+        total += math.exp(t[k])
+    for k in range(m):
+        out[k] = c * ((1.0 if y[k] > 0.0 else 0.0) - math.exp(t[k]) / total)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _softmax_newton(y, a, c, qc, out, t):
+    """Newton on all of ``softmax_step``'s conditions at once, from the row's current ``β``.
+
+    Between visits a row's ``β`` moves little, so Newton on the ``K + 1``
+    equations ``t_k + qc·e^{t_k} − r_k + ν = 0``, ``Σ e^{t_k} = 1`` (its
+    Jacobian is a diagonal plus a border: ``O(K)`` a step) from ``t = log β``
+    converges in a few steps, a few ``exp`` per class where the nested
+    solve takes many.  Returns False, with ``out`` (the ``r_k``) intact, when
+    ``β`` has a zero entry (a first visit) or Newton does not settle within
+    ``_SOFTMAX_NEWTON_STEPS``: the nested solve then takes over.
+    """
+    m = a.shape[0]
+    for k in range(m):
+        beta = (1.0 if y[k] > 0.0 else 0.0) - a[k] / c
+        if not beta > 1e-12:
+            return False
+        t[k] = math.log(beta)
+    # ν that fits the current t best, weighted as in the Newton step below
+    num = den = 0.0
+    for k in range(m):
+        e = math.exp(t[k])
+        wk = e / (1.0 + qc * e)
+        num += wk * (out[k] - t[k] - qc * e)
+        den += wk
+    nu = num / den
+    for _ in range(_SOFTMAX_NEWTON_STEPS):
+        # Δν = (G − Σ e F/D) / Σ e/D,  Δt_k = (−F_k − Δν) / D_k
+        g = -1.0
+        num = den = 0.0
+        worst = 0.0
+        for k in range(m):
+            e = math.exp(t[k])
+            dk = 1.0 + qc * e
+            fk = t[k] + qc * e - out[k] + nu
+            g += e
+            num += e * fk / dk
+            den += e / dk
+            worst = max(worst, abs(fk) / (1.0 + abs(t[k])))
+        if worst <= 1e-13 and abs(g) <= 1e-14:
+            total = 0.0
+            for k in range(m):
+                total += math.exp(t[k])
+            for k in range(m):
+                out[k] = c * ((1.0 if y[k] > 0.0 else 0.0) - math.exp(t[k]) / total)
+            return True
+        dnu = (g - num) / den
+        for k in range(m):
+            e = math.exp(t[k])
+            fk = t[k] + qc * e - out[k] + nu
+            step = (-fk - dnu) / (1.0 + qc * e)
+            if not abs(step) < 30.0:    # far off (or NaN): the safe solve instead
+                return False
+            t[k] += step
+        nu += dnu
+    return False
+
+
+@njit(cache=True, nogil=True)
+def softmax_intercept_sums(Y, c, A, out):
+    """Add the sums a free intercept of the softmax loss needs to ``out`` (shape ``(K + 3, K)``).
+
+    By the rows' class ``j`` (their label): ``out[j, k] += Σ α_ik`` (a ``K × K``
+    matrix whose rows add up to 0) and ``out[K, j] += Σ c·H(β)``, the rows' dual
+    values; over all rows the curvature ``out[K + 1, k] += Σ c β_k (1 − β_k)`` at
+    the margins the dual values match (``β = softmax(z)``), and ``out[K + 2] += Σ c``.
+    :func:`daskelastic.objective.softmax_free_intercept_gap` turns them into a
+    certificate; :func:`daskelastic.objective.intercept_step` reads the curvature.
+    """
+    m = A.shape[1]
+    for i in range(A.shape[0]):
+        ci = c[i]
+        label = 0
+        for k in range(m):
+            if Y[i, k] > 0.0:
+                label = k
+        out[m, label] += softmax_dual_value(Y[i], A[i], ci)
+        for k in range(m):
+            out[label, k] += A[i, k]
+            out[m + 2, k] += ci
+            if ci > 0.0:
+                beta = min(max((1.0 if k == label else 0.0) - A[i, k] / ci, 0.0), 1.0)
+                out[m + 1, k] += ci * beta * (1.0 - beta)
 
 
 @njit(cache=True, nogil=True)

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["lambda_from_C", "Objective", "free_intercept_gap", "intercept_step",
+__all__ = ["lambda_from_C", "Objective", "free_intercept_gap", "softmax_free_intercept_gap",
+           "intercept_step",
            "objective_from_gap", "primal_objective", "relative_gap"]
 
 #: Largest change of a classifier's free intercept in one round (the
@@ -206,6 +207,85 @@ def free_intercept_gap(sums, positive_x, b, u, lam, n_samples):
     return float(np.sum(terms))
 
 
+def softmax_free_intercept_gap(sums, by_class, b, u, lam, n_samples):
+    """:func:`free_intercept_gap` for the softmax loss, whose rows couple the classes.
+
+    A free intercept per class asks the dual values to satisfy ``Σ_i α_ik = 0``
+    for every class ``k``.  Scaling each row's vector ``α_i`` by ``s_j ∈ [0, 1]``,
+    one scale per label class ``j``, keeps it in its domain, and the scaled
+    values balance when ``sᵀM = 0``, ``M_jk = Σ_{i: y_i = j} α_ik``.  ``M``'s
+    off-diagonal entries are ≤ 0 and its rows add up to 0: ``−M`` is the
+    generator of a Markov chain, and ``s`` its stationary distribution
+    (:func:`_balancing_scales`), scaled by the ``θ ∈ [0, 1]`` that maximises the
+    bound below.  As in :func:`free_intercept_gap`, ``v(sα) ≥ s·v(α)`` and
+    ``w(α̃) = Σ_j s_j U_j`` exactly (``U_j = Σ_{i: y_i = j} x_i α_iᵀ / (λn)``)
+    give a lower bound of ``D(α̃)``; this returns ``D_b(α)`` minus it.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (K + 3, K)
+        :func:`daskelastic.losses.softmax_intercept_sums` over all rows.
+    by_class : ndarray of shape (K, d, K)
+        ``Σ x_i α_iᵀ`` over each class's rows.
+    b : ndarray of shape (K,)
+        The intercepts the sums' round ran at.
+    u : ndarray of shape (d, K)
+        ``w(α)`` without the intercept feature.
+    lam : float
+        ``λ`` of the problem certified.
+    n_samples : int
+        ``n``.
+
+    Returns
+    -------
+    float
+        The term to add to the fixed-intercept gap.
+    """
+    m = sums.shape[1]
+    M, D = sums[:m], sums[m]
+    lam_n = lam * n_samples
+    alpha_sum = M.sum(axis=0)
+    d_b = (D.sum() - b @ alpha_sum) / n_samples - 0.5 * lam * float(np.sum(u * u))
+    pi = _balancing_scales(M, D)
+    # the bound at s = θπ: θ π·D / n − λ/2 ‖c0 + θB‖², c0 = u − Σ_j U_j (0 up to
+    # rounding), B = Σ_j π_j U_j; a concave quadratic in θ
+    U = by_class / lam_n
+    B = np.tensordot(pi, U, axes=1)
+    c0 = u - U.sum(axis=0)
+    linear = pi @ D / n_samples - lam * float(np.sum(c0 * B))
+    curvature = lam * float(np.sum(B * B))
+    theta = 1.0 if curvature <= 0 else min(max(linear / curvature, 0.0), 1.0)
+    bound = theta * pi @ D / n_samples - 0.5 * lam * float(np.sum(np.square(c0 + theta * B)))
+    return float(d_b - bound)
+
+
+def _balancing_scales(M, D):
+    """Scales ``s ∈ [0, 1]^K``, the largest 1, with ``sᵀM = 0`` (see softmax_free_intercept_gap).
+
+    The stationary distribution of the chain ``−M`` by a linear solve; when
+    that is not unique or not ≥ 0 (a chain with closed classes), a linear
+    program maximises ``Σ_j (1 + D_j / Σ D) s_j`` under the same constraints.
+    """
+    m = M.shape[0]
+    scale = float(np.abs(M).max(initial=0.0))
+    if scale == 0.0:
+        return np.ones(m)
+    A = np.vstack([M.T / scale, np.ones((1, m))])
+    rhs = np.zeros(m + 1)
+    rhs[m] = 1.0
+    s, _, rank, _ = np.linalg.lstsq(A, rhs, rcond=None)
+    if rank < m or s.min() < -1e-12 * s.max():
+        from scipy.optimize import linprog
+
+        weights = 1.0 + D / max(float(D.sum()), np.finfo(float).tiny)
+        fit = linprog(-weights, A_eq=M.T / scale, b_eq=np.zeros(m), bounds=(0.0, 1.0),
+                      method="highs")
+        s = fit.x if fit.status == 0 else np.zeros(m)
+    s = np.maximum(s, 0.0)
+    top = s.max()
+    return s / top if top > 0 else s
+
+
 def intercept_step(sums, alpha_sum, loss):
     """The change of a free intercept that a Newton step on ``P(w, b)`` in ``b`` makes.
 
@@ -222,7 +302,10 @@ def intercept_step(sums, alpha_sum, loss):
     Parameters
     ----------
     sums : ndarray of shape (6, m)
-        :func:`daskelastic.losses.intercept_sums` over all rows.
+        :func:`daskelastic.losses.intercept_sums` over all rows (for the
+        softmax loss :func:`~daskelastic.losses.softmax_intercept_sums`, of
+        shape ``(m + 3, m)``: the curvature and the weights are the last two
+        rows of either; the softmax's steps are centred).
     alpha_sum : ndarray of shape (m,)
         ``Σ α_i`` of the committed dual values now.
     loss : int
@@ -243,9 +326,9 @@ def intercept_step(sums, alpha_sum, loss):
     >>> intercept_step(sums, np.array([2.5]), LOSSES["squared"])
     array([0.25])
     """
-    from .losses import POISSON, SQUARED
+    from .losses import POISSON, SOFTMAX, SQUARED
 
-    curvature, weight = sums[4], sums[5]
+    curvature, weight = sums[-2], sums[-1]
     if loss == SQUARED:
         return np.where(curvature > 0, alpha_sum / np.where(curvature > 0, curvature, 1.0), 0.0)
     tiny = np.finfo(float).tiny
@@ -254,7 +337,11 @@ def intercept_step(sums, alpha_sum, loss):
         return np.log(np.maximum(curvature + alpha_sum, tiny) / np.maximum(curvature, tiny))
     floor = 0.01 * 0.25 * weight   # (¼: the logistic loss's largest ℓ'')
     step = alpha_sum / np.maximum(curvature, np.maximum(floor, tiny))
-    return np.clip(step, -MAX_INTERCEPT_STEP, MAX_INTERCEPT_STEP)
+    step = np.clip(step, -MAX_INTERCEPT_STEP, MAX_INTERCEPT_STEP)
+    if loss == SOFTMAX:
+        # the softmax is the same for intercepts shifted alike: keep their mean at 0
+        step = step - step.mean()
+    return step
 
 
 def primal_objective(loss, X, Y, sample_weight, w, lam, intercept_scaling=0.0,
@@ -293,6 +380,9 @@ def primal_objective(loss, X, Y, sample_weight, w, lam, intercept_scaling=0.0,
         L = 0.5 * (Z - Y) ** 2
     elif loss == "poisson":
         L = np.exp(Z) - Y * Z + np.where(Y > 0, Y * np.log(np.where(Y > 0, Y, 1.0)), 0.0) - Y
+    elif loss == "softmax":   # one column per row: log Σ exp(z) − z_y
+        from scipy.special import logsumexp
+        L = (logsumexp(Z, axis=1) - np.sum(np.where(Y > 0, Z, 0.0), axis=1))[:, None]
     else:
         raise ValueError(f"unknown loss {loss!r}")
     penalised = w[:d] if free_intercept else w

@@ -53,6 +53,7 @@ from .losses import (
     LOGISTIC,
     LOGISTIC_STEP_RTOL,
     LOSSES,
+    SOFTMAX,
     coordinate_step,
     dual_from_margins,
     dual_value,
@@ -60,6 +61,10 @@ from .losses import (
     intercept_sums,
     logistic_step_at,
     primal_loss,
+    softmax_dual_value,
+    softmax_intercept_sums,
+    softmax_loss,
+    softmax_step,
 )
 
 __all__ = ["LocalResult", "ChunkSolver", "RowBlock", "STOP_CHECK_EVERY"]
@@ -122,6 +127,7 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
     zw = np.zeros(m)
     zd = np.zeros(m)
     coef = np.zeros(m)
+    row = np.zeros((3, m))   # the softmax step's dual values, margins and scratch
     loss_acc = dual_acc = az_acc = change_acc = 0.0  # in registers, not in ``sums``
     done = 0
     for s in range(n_steps):
@@ -153,7 +159,12 @@ def _sdca_dense(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
         c = value_at(sw, i)
         any_change = False
         gap = offset + s < n
-        for k in range(m):
+        if loss == SOFTMAX:
+            loss_acc, dual_acc, az_acc, change_acc = _visit_row(
+                Y[i], c, alpha[i], dalpha[i], zw, zd, sigma, q, gap, row, coef, inv_lam_n,
+                loss_acc, dual_acc, az_acc, change_acc)
+            any_change = True
+        for k in range(m if loss != SOFTMAX else 0):
             delta, t, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
                 gap, U[i, k] if loss == LOGISTIC else 0.0, loss_acc, dual_acc, az_acc, rtol)
@@ -219,6 +230,37 @@ def _visit(loss, y, c, a0, da, zw, z, q, gap, u0, loss_acc, dual_acc, az_acc, rt
         az_acc += a0 * zw
         dual_acc += dual_value(loss, y, a0, c)
     return coordinate_step(loss, y, a, c, z, q, rtol) - a, 0.0, loss_acc, dual_acc, az_acc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _visit_row(y, c, a0, da, zw, zd, sigma, q, gap, row, coef, inv_lam_n,
+               loss_acc, dual_acc, az_acc, change_acc):
+    """One visit of a softmax row: its K dual values step together (``softmax_step``).
+
+    ``a0`` and ``da`` are the row's committed dual values and the round's
+    change (updated here), ``zw`` and ``zd`` its margins at ``w`` and of
+    ``Δw``; ``coef`` gets the change of ``Δw``'s coefficient of the row,
+    ``row`` is scratch of shape ``(3, K)``.  With ``gap`` the row's terms at
+    ``w`` and the committed ``a0`` are added to the sums.
+    """
+    m = a0.shape[0]
+    a, z = row[0], row[1]
+    if gap:
+        loss_acc += c * softmax_loss(y, zw)
+        dual_acc += softmax_dual_value(y, a0, c)
+        for k in range(m):
+            az_acc += a0[k] * zw[k]
+    for k in range(m):
+        a[k] = a0[k] + da[k]
+        z[k] = zw[k] + sigma * zd[k]
+    before = softmax_dual_value(y, a, c)
+    softmax_step(y, a, c, z, q, z, row[2])    # z becomes the new dual values
+    change_acc += softmax_dual_value(y, z, c) - before
+    for k in range(m):
+        delta = z[k] - a[k]
+        coef[k] = delta * inv_lam_n
+        da[k] += delta
+    return loss_acc, dual_acc, az_acc, change_acc
 
 
 def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
@@ -297,6 +339,7 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
     zw = np.zeros(m)
     zd = np.zeros(m)
     coef = np.zeros(m)
+    row = np.zeros((3, m))   # the softmax step's dual values, margins and scratch
     loss_acc = dual_acc = az_acc = change_acc = 0.0  # in registers, not in ``sums``
     done = 0
     for s in range(n_steps):
@@ -342,7 +385,11 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         q = sigma * sq * inv_lam_n
         c = value_at(sw, i)
         gap = offset + s < n
-        for k in range(m):
+        if loss == SOFTMAX:
+            loss_acc, dual_acc, az_acc, change_acc = _visit_row(
+                Y[i], c, alpha[i], dalpha[i], zw, zd, sigma, q, gap, row, coef, inv_lam_n,
+                loss_acc, dual_acc, az_acc, change_acc)
+        for k in range(m if loss != SOFTMAX else 0):
             delta, t, loss_acc, dual_acc, az_acc = _visit(
                 loss, Y[i, k], c, alpha[i, k], dalpha[i, k], zw[k], zw[k] + sigma * zd[k], q,
                 gap, U[i, k] if loss == LOGISTIC else 0.0, loss_acc, dual_acc, az_acc, rtol)
@@ -478,6 +525,12 @@ def _gap_sums_dense(X, Y, sw, alpha, w, loss, icpt, rows, sums, Z):
                 sums[0] += c * max(-yz, 0.0)
                 sums[2] += alpha[i, k] * zw[k]
             continue
+        if loss == SOFTMAX:
+            sums[0] += c * softmax_loss(Y[i], zw)
+            sums[1] += softmax_dual_value(Y[i], alpha[i], c)
+            for k in range(m):
+                sums[2] += alpha[i, k] * zw[k]
+            continue
         for k in range(m):
             sums[0] += c * primal_loss(loss, Y[i, k], zw[k])
             sums[1] += dual_value(loss, Y[i, k], alpha[i, k], c)
@@ -504,6 +557,12 @@ def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums
                 yz = Y[i, k] * zw[k]
                 Z[i, k] = -abs(yz)
                 sums[0] += c * max(-yz, 0.0)
+                sums[2] += alpha[i, k] * zw[k]
+            continue
+        if loss == SOFTMAX:
+            sums[0] += c * softmax_loss(Y[i], zw)
+            sums[1] += softmax_dual_value(Y[i], alpha[i], c)
+            for k in range(m):
                 sums[2] += alpha[i, k] * zw[k]
             continue
         for k in range(m):
@@ -1646,7 +1705,22 @@ class ChunkSolver:
 
     def _intercept_sums(self, X, Y, sw, alpha, dual=None):
         """:func:`~daskelastic.losses.intercept_sums` of the committed ``α``, and ``Σ α_i x_i``
-        over the rows with ``α_i > 0``."""
+        over the rows with ``α_i > 0``; for the softmax loss
+        :func:`~daskelastic.losses.softmax_intercept_sums` and ``Σ x_i α_iᵀ`` over
+        each class's rows (shape ``(K, d, K)``)."""
+        m = self.n_targets
+        if self.loss == SOFTMAX:
+            out = np.zeros((m + 3, m))
+            if X.shape[0] == 0:
+                return out, None
+            softmax_intercept_sums(Y, sw, alpha, out)
+            labels = np.argmax(Y, axis=1)
+            by_class = np.zeros((m, X.shape[1], m))
+            for j in range(m):
+                rows = np.flatnonzero(labels == j)
+                if rows.size:
+                    by_class[j] = np.asarray(X[rows].T @ alpha[rows])
+            return out, by_class
         out = np.zeros((6, self.n_targets))
         if X.shape[0] == 0:
             return out, None   # (no rows: the driver adds nothing)
@@ -1875,9 +1949,15 @@ class ChunkSolver:
 @njit(cache=True, nogil=True)
 def _scaled_dual_sums(loss, Y, c, A, scales, out):
     """``out[j] = Σ dual_value(scales[j]·A)`` over all entries (see ``ChunkSolver.start_duals``)."""
+    row = np.zeros(A.shape[1])
     for j in range(scales.shape[0]):
         total = 0.0
         for i in range(A.shape[0]):
+            if loss == SOFTMAX:
+                for k in range(A.shape[1]):
+                    row[k] = scales[j] * A[i, k]
+                total += softmax_dual_value(Y[i], row, c[i])
+                continue
             for k in range(A.shape[1]):
                 total += dual_value(loss, Y[i, k], scales[j] * A[i, k], c[i])
         out[j] = total

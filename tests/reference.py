@@ -9,11 +9,14 @@ from scipy.special import xlogy
 
 def random_targets(loss, rng, shape):
     """Targets a loss takes: real for the squared loss, counts for the Poisson loss
-    (means about 1), ±1 labels for classification."""
+    (means about 1), ±1 labels for classification (one +1 per row for softmax)."""
     if loss == "squared":
         return rng.normal(size=shape)
     if loss == "poisson":
         return rng.poisson(1.0, size=shape).astype(np.float64)
+    if loss == "softmax":     # +1 at each row's class, −1 elsewhere
+        return np.where(np.arange(shape[1]) == rng.integers(shape[1], size=(shape[0], 1)),
+                        1.0, -1.0)
     return np.where(rng.random(shape) < 0.5, 1.0, -1.0)
 
 
@@ -87,6 +90,64 @@ def coordinate_step(loss, y, a, c, z, q):
     return y * max(0.0, (1 - y * z + q * a * y) / (q + 1 / (2 * c)))
 
 
+def softmax_loss(y, z):
+    """log Σ exp(z) − z_y for one row (y is +1 at its class, −1 elsewhere)."""
+    return float(np.logaddexp.reduce(z) - z[np.argmax(y)])
+
+
+def softmax_dual_value(y, a, c):
+    """c·H(β) with β = e_y − a/c, −inf off the simplex."""
+    if c == 0:
+        return 0.0 if np.all(a == 0) else -np.inf
+    beta = (y > 0) - a / c
+    if beta.min() < -1e-12 or abs(beta.sum() - 1) > 1e-9:
+        return -np.inf
+    beta = np.maximum(beta, 0.0)
+    return float(-c * np.sum(xlogy(beta, beta)))
+
+
+def dual_change(loss, Y, c, A, dA):
+    """Σ dual_value(A + dA) − dual_value(A) over the rows (softmax) or entries that dA moves."""
+    if loss == "softmax":
+        return sum(softmax_dual_value(Y[i], A[i] + dA[i], c[i])
+                   - softmax_dual_value(Y[i], A[i], c[i])
+                   for i in range(A.shape[0]) if np.any(dA[i] != 0))
+    return sum(dual_value(loss, Y[i, k], A[i, k] + dA[i, k], c[i])
+               - dual_value(loss, Y[i, k], A[i, k], c[i])
+               for i in range(A.shape[0]) for k in range(A.shape[1]) if dA[i, k] != 0)
+
+
+def softmax_step(y, a, c, z, q):
+    """Maximise the row subproblem by nested bisection: on the multiplier ν of
+    Σ β' = 1 outside, on each t_k = log β'_k of t + qc·e^t = z_k + qc·β_k − ν inside."""
+    if c == 0:
+        return np.zeros_like(a)
+    qc = q * c
+    r = z + qc * np.clip((y > 0) - a / c, 0.0, 1.0)
+
+    def beta_at(nu):
+        out = np.empty_like(r)
+        for k, s in enumerate(r - nu):
+            # t + qc·e^t = s: ≥ s at hi (t ≤ s, and e^t ≤ 1 + s/qc), ≤ s at lo (≤ t + qc for t ≤ 0)
+            hi = min(s, math.log1p(max(s, 0.0) / qc))
+            lo = min(s - qc, 0.0) - 1.0
+            for _ in range(200):
+                t = 0.5 * (lo + hi)
+                lo, hi = (t, hi) if t + qc * math.exp(t) < s else (lo, t)
+            out[k] = math.exp(0.5 * (lo + hi))
+        return out
+
+    if qc == 0:
+        p = np.exp(r - r.max())
+        return c * ((y > 0) - p / p.sum())
+    lo, hi = r.max() - qc - 1.0, r.max() + math.log(len(r)) + 1.0
+    for _ in range(200):
+        nu = 0.5 * (lo + hi)
+        lo, hi = (nu, hi) if beta_at(nu).sum() > 1 else (lo, nu)
+    beta = beta_at(0.5 * (lo + hi))
+    return c * ((y > 0) - beta / beta.sum())
+
+
 def sdca_steps(loss, X, Y, sw, alpha, w, *, lam_n, sigma, icpt, order):
     """SDCA steps in ``order``; returns (dalpha, dw, [loss, dual, α·z sums])."""
     X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
@@ -100,6 +161,16 @@ def sdca_steps(loss, X, Y, sw, alpha, w, *, lam_n, sigma, icpt, order):
         zw = x @ w
         zd = x @ dw
         q = sigma * (x @ x) / lam_n
+        if loss == "softmax":     # the row's dual values step together
+            if s < n:
+                sums[0] += sw[i] * softmax_loss(Y[i], zw)
+                sums[1] += softmax_dual_value(Y[i], alpha[i], sw[i])
+                sums[2] += alpha[i] @ zw
+            a = alpha[i] + dalpha[i]
+            a_new = softmax_step(Y[i], a, sw[i], zw + sigma * zd, q)
+            dalpha[i] += a_new - a
+            dw += np.outer(x, a_new - a) / lam_n
+            continue
         for k in range(Y.shape[1]):
             if s < n:
                 sums[0] += sw[i] * primal_loss(loss, Y[i, k], zw[k])
@@ -135,4 +206,18 @@ def intercept_sums(loss, Y, c, A):
                 out[4, k] += c[i] * beta * (1 - beta)     # c·σ(1 − σ) at the matched margin
             elif loss == "squared_hinge":
                 out[4, k] += 2 * c[i]
+    return out
+
+
+def softmax_intercept_sums(Y, c, A):
+    """The sums of ``daskelastic.losses.softmax_intercept_sums``, from their definitions."""
+    n, m = A.shape
+    out = np.zeros((m + 3, m))
+    for i in range(n):
+        j = int(np.argmax(Y[i]))
+        out[j] += A[i]                                   # Σ α_i over class j's rows
+        out[m, j] += softmax_dual_value(Y[i], A[i], c[i])
+        beta = (Y[i] > 0) - A[i] / c[i]
+        out[m + 1] += c[i] * beta * (1 - beta)           # c·p(1 − p) at the matched margins
+        out[m + 2] += c[i]
     return out

@@ -65,6 +65,9 @@ def test_duality_gap_bounds_the_suboptimality(loss, data):
     X = data.draw(arrays(np.float64, (n, d), elements=st.floats(-3, 3)))
     if loss == "squared":
         y = data.draw(arrays(np.float64, n, elements=st.floats(-3, 3)))
+    elif loss == "softmax":    # three classes: +1 at each row's, −1 elsewhere
+        labels = data.draw(arrays(np.int64, n, elements=st.integers(0, 2)))
+        y = np.where(labels[:, None] == np.arange(3), 1.0, -1.0)
     elif loss == "poisson":
         y = data.draw(arrays(np.float64, n, elements=st.floats(0, 3)))
         y[0] = max(y[0], 0.5)   # (not all 0)
@@ -72,7 +75,7 @@ def test_duality_gap_bounds_the_suboptimality(loss, data):
         y = np.where(data.draw(arrays(np.bool_, n)), 1.0, -1.0)
     sw = data.draw(arrays(np.float64, n, elements=st.floats(0.1, 3)))
     C = data.draw(st.floats(0.1, 10))
-    Y = y[:, None]
+    Y = y.reshape(n, -1)
     problem, early = _solve(loss, X, Y, sw, C, max_iter=data.draw(st.integers(1, 2)))
     _, best = _solve(loss, X, Y, sw, C, max_iter=2000)
     lam = problem.lam

@@ -24,6 +24,10 @@ from daskelastic.solvers import (
 
 import reference as ref
 
+#: Each loss with one and three targets; the softmax loss needs two or more.
+LOSS_TARGETS = [(loss, m) for loss in sorted(LOSSES) for m in (1, 3)
+                if not (loss == "softmax" and m == 1)]
+
 
 def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
     rng = np.random.default_rng(seed)
@@ -34,12 +38,15 @@ def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
     return (sp.csr_matrix(X) if sparse else np.ascontiguousarray(X)), Y, sw
 
 
-@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
 @pytest.mark.parametrize("layout", ["dense", "csr", "csr-uint16", "csr-unit"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("m", [1, 3])
 @pytest.mark.parametrize("visits", ["rows", "buckets"])
 def test_kernel_matches_numpy_twin(loss, layout, dtype, m, visits):
+    if loss == "softmax" and dtype == np.float32:
+        # (the other losses cover float32 reads of X: the row step does not see them,
+        # and each kernel compiled costs seconds of the suite)
+        pytest.skip("float32 X: covered by the other losses")
     sparse = layout != "dense"
     X, Y, sw = _problem(loss, m=m, dtype=dtype, sparse=sparse)
     if layout == "csr-unit":   # a 0/1 table: the kernels do not read its values
@@ -348,8 +355,7 @@ def test_unit_values_finds_the_sparse_0_1_tables():
     assert unit_values(sp.csr_matrix((5, 3)))   # no values at all
 
 
-@pytest.mark.parametrize("loss", sorted(LOSSES))
-@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
 @pytest.mark.parametrize("table", ["two chunks", "wide float32, shuffled"])
 def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, table,
                                                                       monkeypatch):
@@ -404,9 +410,8 @@ def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, t
     assert receiver._unit
 
 
-@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
 @pytest.mark.parametrize("layout", ["dense", "csr", "csr-unit"])
-@pytest.mark.parametrize("m", [1, 3])
 def test_kernels_that_leave_weights_of_1_unread_make_the_same_steps(loss, layout, m):
     """``sdca_chunk(..., unit_weights=True)`` with weights all 1: the same work, bit for bit.
 
@@ -441,8 +446,7 @@ def test_kernels_that_leave_weights_of_1_unread_make_the_same_steps(loss, layout
         assert (a is None and b is None) or np.array_equal(a, b, equal_nan=True)
 
 
-@pytest.mark.parametrize("loss", sorted(LOSSES))
-@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, sparse, monkeypatch):
     """Packed weights that are all 1 are not read, by the kernels and the logistic passes.
@@ -477,9 +481,7 @@ def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, sparse, monkeypa
     assert not solver._unit_weights
     _, Yp, swp, alpha = solver._packed
     dalpha = solver.pending[1]
-    twin = sum(ref.dual_value(loss, Yp[i, k], alpha[i, k] + dalpha[i, k], swp[i])
-               - ref.dual_value(loss, Yp[i, k], alpha[i, k], swp[i])
-               for i in range(90) for k in range(m) if dalpha[i, k] != 0)
+    twin = ref.dual_change(loss, Yp, swp, alpha, dalpha)
     assert result.dual_change == pytest.approx(twin, rel=1e-10, abs=1e-12)
 
 
@@ -493,8 +495,7 @@ def test_all_ones_is_exact():
     assert not _all_ones(np.ones(4, np.float32) + np.float32(1e-7))
 
 
-@pytest.mark.parametrize("loss", sorted(LOSSES))
-@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
 def test_dual_change_matches_numpy_twin(loss, m):
     rng = np.random.default_rng(3)
     n, d = 60, 5
@@ -511,9 +512,7 @@ def test_dual_change_matches_numpy_twin(loss, m):
     Xp, Yp, swp, alpha = solver._packed
     dalpha = solver.pending[1]
     assert 0 < np.count_nonzero(dalpha) < n * m
-    twin = sum(ref.dual_value(loss, Yp[i, k], alpha[i, k] + dalpha[i, k], swp[i])
-               - ref.dual_value(loss, Yp[i, k], alpha[i, k], swp[i])
-               for i in range(n) for k in range(m) if dalpha[i, k] != 0)
+    twin = ref.dual_change(loss, Yp, swp, alpha, dalpha)
     assert result.dual_change == pytest.approx(twin, rel=1e-10, abs=1e-12)
 
 

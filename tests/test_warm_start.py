@@ -22,7 +22,7 @@ def _random_rows(loss, n, m, seed):
     return Y, rng.uniform(0.0, 3.0, size=n), rng
 
 
-@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("loss", sorted(set(LOSSES) - {"softmax"}))   # test_softmax.py
 def test_the_dual_values_of_margins_close_every_samples_gap(loss):
     """``a = -c ℓ'(z)`` is feasible and meets Fenchel-Young with equality."""
     code = LOSSES[loss]
@@ -43,7 +43,7 @@ def test_the_dual_values_of_margins_close_every_samples_gap(loss):
     assert np.all(A[:5] == 0.0)              # weight 0: the dual value stays 0
 
 
-@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("loss", sorted(set(LOSSES) - {"softmax"}))   # test_softmax.py
 def test_the_scaled_dual_sums_kernel_matches_its_numpy_twin(loss):
     code = LOSSES[loss]
     Y, c, rng = _random_rows(loss, 60, 3, seed=2)
