@@ -41,7 +41,7 @@ from .encoding import (
     merge_categories,
     partition_categories,
 )
-from .losses import loss_code
+from .losses import LOSSES, loss_code
 from .monitoring import FitMonitor, ProgressBar
 from .objective import lambda_from_C
 from .placement import make_chunks, split_rows
@@ -246,7 +246,7 @@ class _CoCoABase(BaseEstimator):
     def _C(self):
         return self.C
 
-    def _loss_name(self):
+    def _loss_name(self, n_targets=1):
         return self._loss
 
     def _validate_in_memory(self, X, y, sample_weight, multi_output):
@@ -318,6 +318,7 @@ class _CoCoABase(BaseEstimator):
             n, d = X.shape
             n_values = X.nnz if sp.issparse(X) else X.size
         free = self.fit_intercept and not self.penalize_intercept
+        loss = self._loss_name(encoder.n_targets)
         centre = dask_centre if dask_input else None
         if free and not dask_input and sp.issparse(X) and n * d <= _DENSE_FOR_CENTRING:
             # centring needs dense columns: a small sparse table is made so
@@ -335,13 +336,13 @@ class _CoCoABase(BaseEstimator):
         # w is float64 whatever X's dtype; Ridge rounds its attributes to
         # float32 for float32 X, as scikit-learn's Ridge gives them
         dtype = np.float32 if X.dtype == np.float32 else np.float64
-        if centre is not None and self._loss_name() == "squared":
+        if centre is not None and loss == "squared":
             # centred X and targets: the free intercept b' is 0 whatever w, so
             # the problem has none (scikit-learn's Ridge solves it so)
             free = False
         icpt = 1.0 if free else float(self.intercept_scaling) if self.fit_intercept \
             and centre is None else 0.0
-        problem = Problem(loss=loss_code(self._loss_name()),
+        problem = Problem(loss=loss_code(loss),
                           lam=lambda_from_C(self._C(), n), n_samples=n,
                           n_features=d, n_targets=encoder.n_targets,
                           intercept_scaling=icpt, free_intercept=free)
@@ -840,6 +841,8 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         self.n_iter_ = np.array([result.n_iter])
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
+        # one-vs-rest problems (not softmax) with three or more classes
+        self._one_vs_rest = w.shape[1] > 1 and problem.loss != LOSSES["softmax"]
 
     def predict(self, X):
         """Predict class labels.
@@ -888,10 +891,8 @@ _COMMON_HEAD = """
 
 _CLASS_WEIGHT_DOC = """
     class_weight : dict or "balanced", optional
-        Weights of the classes, multiplied into the sample weights.  With
-        three or more classes every one-vs-rest problem weights all samples
-        so, unlike liblinear, which weights only the positive class's samples
-        (see the user guide)."""
+        Weights of the classes, multiplied into the sample weights (see the
+        user guide for how this differs from liblinear's one-vs-rest)."""
 
 _COMMON_TAIL = """
     random_state : int, RandomState instance or None, default=None
@@ -1034,9 +1035,11 @@ class LogisticRegression(_ClassifierBase):
 
     Minimises ``C Σ c_i log(1 + exp(-y_i (x_i·w + b))) + ½‖w‖²``, by default
     with ``b`` penalised too (liblinear's problem; scikit-learn's lbfgs leaves
-    it free, as ``penalize_intercept=False`` does), one-vs-rest for more than
-    two classes, with an SDCA local solver per worker, on a Dask cluster or
-    in-process.
+    it free, as ``penalize_intercept=False`` does), with an SDCA local solver
+    per worker, on a Dask cluster or in-process.  With three or more classes
+    the loss is the multinomial (softmax) one, ``C Σ c_i (log Σ_k exp(z_ik) −
+    z_iy_i) + ½‖W‖²``, as scikit-learn's default; one-vs-rest is
+    ``sklearn.multiclass.OneVsRestClassifier(LogisticRegression())``.
 
     Parameters
     ----------
@@ -1076,6 +1079,10 @@ class LogisticRegression(_ClassifierBase):
     """
 
     _loss = "logistic"
+
+    def _loss_name(self, n_targets=1):
+        # three or more classes: the multinomial (softmax) loss, as scikit-learn's
+        return "logistic" if n_targets == 1 else "softmax"
 
     def __init__(self, C=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
                  intercept_scaling=1.0, penalize_intercept=True, class_weight=None,
@@ -1131,7 +1138,10 @@ class LogisticRegression(_ClassifierBase):
         return self._fit(X, y, sample_weight)
 
     def predict_proba(self, X):
-        """Probability of each class (one-vs-rest, normalised as liblinear).
+        """Probability of each class.
+
+        With three or more classes, the softmax of the scores (one-vs-rest
+        fits: normalised as liblinear's).
 
         Parameters
         ----------
@@ -1143,12 +1153,13 @@ class LogisticRegression(_ClassifierBase):
             Probabilities, in the order of ``classes_``.
         """
         scores = self.decision_function(X)
+        ovr = getattr(self, "_one_vs_rest", False)
         if _is_dask_collection(scores):
             k = len(self.classes_)
             kw = {"new_axis": 1} if scores.ndim == 1 else {}
-            return scores.map_blocks(_scores_to_proba, dtype=np.float64,
+            return scores.map_blocks(_scores_to_proba, ovr, dtype=np.float64,
                                      chunks=(scores.chunks[0], (k,)), **kw)
-        return _scores_to_proba(scores)
+        return _scores_to_proba(scores, ovr)
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`.
@@ -1165,14 +1176,16 @@ class LogisticRegression(_ClassifierBase):
         return np.log(self.predict_proba(X))
 
 
-def _scores_to_proba(scores):
-    from scipy.special import expit
+def _scores_to_proba(scores, one_vs_rest=False):
+    from scipy.special import expit, softmax
 
     if scores.ndim == 1:
         p = expit(scores)
         return np.column_stack([1.0 - p, p])
-    p = expit(scores)
-    return p / p.sum(axis=1, keepdims=True)
+    if one_vs_rest:   # normalised as liblinear's
+        p = expit(scores)
+        return p / p.sum(axis=1, keepdims=True)
+    return softmax(scores, axis=1)
 
 
 class LinearSVC(_ClassifierBase):
@@ -1253,7 +1266,7 @@ class LinearSVC(_ClassifierBase):
         self.min_workers = min_workers
         self.release_workers = release_workers
 
-    def _loss_name(self):
+    def _loss_name(self, n_targets=1):
         return self.loss
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -1,6 +1,7 @@
 """``python -m daskelastic``: fits from CSV, Parquet and svmlight files; clear failures."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -316,7 +317,8 @@ def test_a_fit_left_with_a_relative_gap_above_1_warns_and_exits_1(files):
                cwd=files)
     assert out.returncode == 1, (out.stdout, out.stderr)
     warning = [ln for ln in out.stderr.splitlines() if ln.startswith("warning: ")]
-    assert len(warning) == 1 and "relative duality gap of 13" in warning[0]
+    assert len(warning) == 1
+    assert float(re.search(r"relative duality gap of ([0-9.e+-]+)", warning[0]).group(1)) > 1
     assert "predictions mean nothing" in warning[0] and "without --no-scale" in warning[0]
     model = joblib.load(files / "unscaled.joblib")   # still written, for inspection
     assert model.duality_gap_ > 1 and len(pd.read_csv(files / "unscaled.csv")) == 21

@@ -99,12 +99,13 @@ def test_one_vs_rest_classes_each_get_a_free_intercept(fertility_small):
     X, y = fertility_small
     X, y = X[:3000], y[:3000]
     labels = (y == y.max()).astype(int) + (X[:, 1] > 0.5)    # three classes
-    ours = de.LogisticRegression(C=0.5, penalize_intercept=False, tol=1e-9, max_iter=3000,
-                                 backend="inprocess", n_workers=2).fit(X, labels)
+    ours = OneVsRestClassifier(de.LogisticRegression(
+        C=0.5, penalize_intercept=False, tol=1e-9, max_iter=3000, backend="inprocess",
+        n_workers=2)).fit(X, labels)
     sk = OneVsRestClassifier(SkLogisticRegression(C=0.5, tol=1e-12, max_iter=20000)).fit(
         X, labels)
-    sk_intercepts = np.array([e.intercept_[0] for e in sk.estimators_])
-    np.testing.assert_allclose(ours.intercept_, sk_intercepts, atol=1e-4)
+    np.testing.assert_allclose([e.intercept_[0] for e in ours.estimators_],
+                               [e.intercept_[0] for e in sk.estimators_], atol=1e-4)
 
 
 def test_ridge_with_a_free_intercept_is_scikit_learns_ridge(fertility_small):
