@@ -554,8 +554,27 @@ def softmax_step(y, a, c, z, q, out, t):
     the sum is ≥ 1) climbs to the root without overshooting, and each
     ``t_k(ν)`` is itself a Newton solve from its previous value, which lies
     on the safe side.  The root lies within ``log K + qc`` of the start.
-    The result is exact to rounding; ``out`` gets ``a'``, ``t`` is scratch
-    of length K.
+    That nested solve takes first visits (``β`` at a vertex); from a ``β``
+    inside the simplex, Newton on all the conditions at once
+    (``_softmax_newton``) usually settles in a few steps.  The result is exact
+    to rounding.
+
+    Parameters
+    ----------
+    y : ndarray of shape (K,)
+        The row's labels: +1 at its class, -1 elsewhere.
+    a : ndarray of shape (K,)
+        Its dual values now (``a = c·(e_y − β)``, ``β`` on the simplex).
+    c : float
+        Its sample weight; a row of weight 0 keeps ``a' = 0``.
+    z : ndarray of shape (K,)
+        Its margins at the local iterate.
+    q : float
+        The curvature ``σ'‖x‖²/(λn)``.
+    out : ndarray of shape (K,)
+        Gets ``a'`` (may be ``z`` itself: read before it is written).
+    t : ndarray of shape (K,)
+        Scratch.
     """
     m = a.shape[0]
     if c <= 0.0:
@@ -680,6 +699,17 @@ def softmax_intercept_sums(Y, c, A, out):
     the margins the dual values match (``β = softmax(z)``), and ``out[K + 2] += Σ c``.
     :func:`daskelastic.objective.softmax_free_intercept_gap` turns them into a
     certificate; :func:`daskelastic.objective.intercept_step` reads the curvature.
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n, K)
+        Encoded labels (+1 at each row's class).
+    c : ndarray of shape (n,)
+        Sample weights.
+    A : ndarray of shape (n, K)
+        The committed dual values.
+    out : ndarray of shape (K + 3, K)
+        Where the sums are added.
     """
     m = A.shape[1]
     for i in range(A.shape[0]):

@@ -208,7 +208,7 @@ def free_intercept_gap(sums, positive_x, b, u, lam, n_samples):
 
 
 def softmax_free_intercept_gap(sums, by_class, b, u, lam, n_samples):
-    """:func:`free_intercept_gap` for the softmax loss, whose rows couple the classes.
+    """``free_intercept_gap`` for the softmax loss, whose rows couple the classes.
 
     A free intercept per class asks the dual values to satisfy ``Σ_i α_ik = 0``
     for every class ``k``.  Scaling each row's vector ``α_i`` by ``s_j ∈ [0, 1]``,
@@ -216,8 +216,8 @@ def softmax_free_intercept_gap(sums, by_class, b, u, lam, n_samples):
     values balance when ``sᵀM = 0``, ``M_jk = Σ_{i: y_i = j} α_ik``.  ``M``'s
     off-diagonal entries are ≤ 0 and its rows add up to 0: ``−M`` is the
     generator of a Markov chain, and ``s`` its stationary distribution
-    (:func:`_balancing_scales`), scaled by the ``θ ∈ [0, 1]`` that maximises the
-    bound below.  As in :func:`free_intercept_gap`, ``v(sα) ≥ s·v(α)`` and
+    (``_balancing_scales``), scaled by the ``θ ∈ [0, 1]`` that maximises the
+    bound below.  As in ``free_intercept_gap``, ``v(sα) ≥ s·v(α)`` and
     ``w(α̃) = Σ_j s_j U_j`` exactly (``U_j = Σ_{i: y_i = j} x_i α_iᵀ / (λn)``)
     give a lower bound of ``D(α̃)``; this returns ``D_b(α)`` minus it.
 
