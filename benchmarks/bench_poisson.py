@@ -48,9 +48,6 @@ Writes ``benchmarks/results/poisson.md``.
 """
 
 import argparse
-import os
-import shlex
-import statistics
 import sys
 import time
 import warnings
@@ -60,6 +57,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as cm  # noqa: E402
+from _versus import daskelastic_dir, fmt_tol, log_sample, records, write_report  # noqa: E402
 
 MAX_ITER = 1000         # daskelastic's default
 RESULT = cm.RESULTS / "poisson.md"
@@ -130,17 +128,6 @@ def sklearn_fit(alpha, tol, Xe, y, max_iter=100):
     warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
     return {"seconds": seconds, "coef": est.coef_, "intercept": float(est.intercept_),
             "iters": int(est.n_iter_), "gap": None, "converged": not warned}
-
-
-def fmt_tol(tol):
-    """``1e-4`` for 0.0001."""
-    return f"{tol:.0e}".replace("e-0", "e-")
-
-
-def daskelastic_dir():
-    import daskelastic
-
-    return str(Path(daskelastic.__file__).resolve().parent)
 
 
 def modes(args, cluster_client):
@@ -227,86 +214,14 @@ def run(args, log):
                         r["rel"] = (objective(Xe, y, r["coef"], r["intercept"], alpha)
                                     - ref["p_star"]) / ref["p_star"]
                         samples[i].append(r)
-                        gap = "" if r["gap"] is None else f"gap {r['gap']:.1e}  "
-                        log(f"  alpha={alpha:<6g} {solver:12s} {setting:23s} "
-                            f"tol={tol_label:15s} {r['seconds']:7.3f} s  "
-                            f"{r['iters']:4d} it.  {gap}(P − P*)/P* {r['rel']:+.1e}"
-                            f"{'' if r['converged'] else '  NOT CONVERGED'}")
-                for i, (solver, setting, tol_label, _) in enumerate(all_modes):
-                    s = samples[i]
-                    gaps = [r["gap"] for r in s if r["gap"] is not None]
-                    out.append({
-                        "table": table, "n": Xe.shape[0], "d": Xe.shape[1],
-                        "encode_seconds": encode_seconds, "alpha": alpha,
-                        "solver": solver, "setting": setting, "tol": tol_label,
-                        "seconds": statistics.median(r["seconds"] for r in s),
-                        "samples": [r["seconds"] for r in s],
-                        "iters": statistics.median(r["iters"] for r in s),
-                        "converged": all(r["converged"] for r in s),
-                        "gap": max(gaps) if gaps else None,
-                        "rel": max(r["rel"] for r in s)})
+                        log_sample(log, "alpha", alpha, all_modes[i], r)
+                out += records(samples, all_modes, table=table, n=Xe.shape[0], d=Xe.shape[1],
+                               encode_seconds=encode_seconds, alpha=alpha)
     finally:
         if client is not None:
             client.close()
             lc.close()
     return out, refs
-
-
-# -- output ------------------------------------------------------------------------
-def markdown_table(headers, rows):
-    lines = ["| " + " | ".join(headers) + " |",
-             "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-HEADERS = ["alpha", "solver", "setting", "tol", "s (median)", "samples s",
-           "rounds / iterations", "converged", "certified gap", "(P − P*)/P*",
-           "× scikit-learn (same tol)"]
-
-
-def sklearn_seconds(recs, rec, args):
-    """scikit-learn's median seconds at the tol value ``rec`` was fitted with."""
-    want = "1e-4 (default)" if rec["tol"] == fmt_tol(args.tol) else fmt_tol(args.tight)
-    for r in recs:
-        if (r["table"], r["alpha"], r["solver"], r["tol"]) == (
-                rec["table"], rec["alpha"], "scikit-learn", want):
-            return r["seconds"]
-    return None
-
-
-def row(recs, rec, args):
-    sk = None if rec["solver"] == "scikit-learn" else sklearn_seconds(recs, rec, args)
-    iters = rec["iters"]
-    return [f"{rec['alpha']:g}", rec["solver"], rec["setting"], rec["tol"],
-            f"{rec['seconds']:.3f}", " / ".join(f"{s:.2f}" for s in rec["samples"]),
-            f"{iters:g}", "yes" if rec["converged"] else "**no**",
-            "—" if rec["gap"] is None else f"{rec['gap']:.1e}", f"{rec['rel']:+.1e}",
-            cm.fmt_ratio(rec["seconds"] if sk is not None else None, sk)]
-
-
-def rst_summary(recs, args):
-    """The docs' table: per table, alpha and setting, medians and ratios at both tols."""
-    body = []
-    for rec in recs:
-        if rec["solver"] != "daskelastic" or rec["tol"] != fmt_tol(args.tol):
-            continue
-        tight = next(r for r in recs if (r["table"], r["alpha"], r["setting"], r["solver"],
-                                          r["tol"]) == (rec["table"], rec["alpha"],
-                                                        rec["setting"], "daskelastic",
-                                                        fmt_tol(args.tight)))
-        sk_loose = sklearn_seconds(recs, rec, args)
-        sk_tight = sklearn_seconds(recs, tight, args)
-        body.append([f"{rec['n']:,}", f"{rec['alpha']:g}", rec["setting"],
-                     f"{rec['seconds']:.2f} / {tight['seconds']:.2f}",
-                     f"{rec['iters']:g} / {tight['iters']:g}",
-                     f"{sk_loose:.2f} / {sk_tight:.2f}",
-                     f"{cm.fmt_ratio(rec['seconds'], sk_loose)} / "
-                     f"{cm.fmt_ratio(tight['seconds'], sk_tight)}",
-                     f"{rec['rel']:.0e} / {tight['rel']:.0e}"])
-    return cm.rst_simple_table(
-        ["rows", "alpha", "setting", "s", "rounds", "sklearn s", "ratio", "(P − P*)/P*"],
-        body)
 
 
 def main():
@@ -329,12 +244,6 @@ def main():
     log, env = cm.start_log("bench_poisson")
     t_start = time.perf_counter()
     recs, refs = run(args, log)
-    sections = []
-    for table in dict.fromkeys(r["table"] for r in recs):
-        sel = [r for r in recs if r["table"] == table]
-        sections.append(f"### {table}: {sel[0]['n']:,} × {sel[0]['d']} "
-                        f"(encoded in {sel[0]['encode_seconds']:.3f} s)\n\n"
-                        + markdown_table(HEADERS, [row(recs, r, args) for r in sel]))
     ref_lines = "\n".join(
         f"- alpha={a:g}: P* = {r['p_star']:.12g} (scikit-learn, {r['sk_iters']} iterations"
         f"{'' if r['sk_converged'] else ', ConvergenceWarning'}); daskelastic tol=1e-10 "
@@ -357,32 +266,8 @@ def main():
         f"default 1e-4, {fmt_tol(args.tight)} against {fmt_tol(args.tight)}). The "
         "replicated table is the survey's rows repeated as they are (no noise): the "
         "same objective function, more rows to time.")
-    body = "\n\n".join(sections)
-    rst = rst_summary(recs, args)
-    elapsed = time.perf_counter() - t_start
-    log("\n" + body + "\n\n" + legend + "\n\nReferences:\n" + ref_lines
-        + "\n\nFor the docs (s, rounds, ratio and (P − P*)/P* at tol "
-        f"{fmt_tol(args.tol)} / {fmt_tol(args.tight)}):\n\n" + rst
-        + f"\n\nthe run took {elapsed:.0f} s")
-    code = env["daskelastic_code"]
-    machine = (f"{env['time']}, {env['cpus']} cpus, loadavg {env['loadavg']}, "
-               f"python {env['python']}, {env['platform']}; "
-               + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
-               + f"; daskelastic sources sha1 {code['sha1']} "
-               f"(newest {code['newest_source']}), imported from {daskelastic_dir()}")
-    command = "python " + " ".join(shlex.quote(a) for a in
-                                   [str(Path(sys.argv[0]))] + sys.argv[1:])
-    for var in ("PYTHONPATH", "NUMBA_CACHE_DIR"):
-        if os.environ.get(var):
-            command = f"{var}={shlex.quote(os.environ[var])} {command}"
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(
-        "# Poisson regression: daskelastic against scikit-learn\n\n"
-        f"Produced by `{command}` (in the repository root) in {elapsed:.0f} s.\n\n"
-        f"Machine: {machine}\n\n{legend}\n\nReferences:\n\n{ref_lines}\n\n{body}\n\n"
-        "Summary (as in `docs/benchmarks.rst`; s, rounds, ratio and (P − P*)/P* at tol "
-        f"{fmt_tol(args.tol)} / {fmt_tol(args.tight)}):\n\n```\n{rst}\n```\n")
-    log(f"wrote {args.output}")
+    write_report(args, "Poisson regression", "alpha", recs, env, legend, ref_lines,
+                 time.perf_counter() - t_start, log)
 
 
 if __name__ == "__main__":
