@@ -503,6 +503,33 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
     return done
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add_gap_terms(loss, Y, c, alpha, i, zw, sums, Z):
+    """Add row ``i``'s loss at its margins ``zw``, its dual value and ``α·z`` to ``sums``.
+
+    For the logistic loss, as the kernels do (``_visit``): ``-|y·z|`` goes to
+    ``Z`` and :func:`logistic_gap_sums` adds the logs and dual values after.
+    """
+    m = Y.shape[1]
+    if loss == LOGISTIC:
+        for k in range(m):
+            yz = Y[i, k] * zw[k]
+            Z[i, k] = -abs(yz)
+            sums[0] += c * max(-yz, 0.0)
+            sums[2] += alpha[i, k] * zw[k]
+        return
+    if loss == SOFTMAX:
+        sums[0] += c * softmax_loss(Y[i], zw)
+        sums[1] += softmax_dual_value(Y[i], alpha[i], c)
+        for k in range(m):
+            sums[2] += alpha[i, k] * zw[k]
+        return
+    for k in range(m):
+        sums[0] += c * primal_loss(loss, Y[i, k], zw[k])
+        sums[1] += dual_value(loss, Y[i, k], alpha[i, k], c)
+        sums[2] += alpha[i, k] * zw[k]
+
+
 @njit(cache=True, nogil=True)
 def _gap_sums_dense(X, Y, sw, alpha, w, loss, icpt, rows, sums, Z):
     d = X.shape[1]
@@ -517,24 +544,7 @@ def _gap_sums_dense(X, Y, sw, alpha, w, loss, icpt, rows, sums, Z):
             if xij != 0.0:
                 for k in range(m):
                     zw[k] += xij * w[j, k]
-        c = sw[i]
-        if loss == LOGISTIC:   # as the kernels (_visit); the rest: logistic_gap_sums
-            for k in range(m):
-                yz = Y[i, k] * zw[k]
-                Z[i, k] = -abs(yz)
-                sums[0] += c * max(-yz, 0.0)
-                sums[2] += alpha[i, k] * zw[k]
-            continue
-        if loss == SOFTMAX:
-            sums[0] += c * softmax_loss(Y[i], zw)
-            sums[1] += softmax_dual_value(Y[i], alpha[i], c)
-            for k in range(m):
-                sums[2] += alpha[i, k] * zw[k]
-            continue
-        for k in range(m):
-            sums[0] += c * primal_loss(loss, Y[i, k], zw[k])
-            sums[1] += dual_value(loss, Y[i, k], alpha[i, k], c)
-            sums[2] += alpha[i, k] * zw[k]
+        _add_gap_terms(loss, Y, sw[i], alpha, i, zw, sums, Z)
 
 
 @njit(cache=True, nogil=True)
@@ -551,24 +561,7 @@ def _gap_sums_csr(data, indices, indptr, Y, sw, alpha, w, loss, icpt, rows, sums
             j = indices[p]
             for k in range(m):
                 zw[k] += xij * w[j, k]
-        c = sw[i]
-        if loss == LOGISTIC:   # as the kernels (_visit); the rest: logistic_gap_sums
-            for k in range(m):
-                yz = Y[i, k] * zw[k]
-                Z[i, k] = -abs(yz)
-                sums[0] += c * max(-yz, 0.0)
-                sums[2] += alpha[i, k] * zw[k]
-            continue
-        if loss == SOFTMAX:
-            sums[0] += c * softmax_loss(Y[i], zw)
-            sums[1] += softmax_dual_value(Y[i], alpha[i], c)
-            for k in range(m):
-                sums[2] += alpha[i, k] * zw[k]
-            continue
-        for k in range(m):
-            sums[0] += c * primal_loss(loss, Y[i, k], zw[k])
-            sums[1] += dual_value(loss, Y[i, k], alpha[i, k], c)
-            sums[2] += alpha[i, k] * zw[k]
+        _add_gap_terms(loss, Y, sw[i], alpha, i, zw, sums, Z)
 
 
 def narrow_indices(X):
