@@ -36,6 +36,20 @@ def log_sample(log, param, value, mode, r):
         f"{'' if r['converged'] else '  NOT CONVERGED'}")
 
 
+def take_turns(modes, repeats, sample):
+    """``{mode index: [sample(i), ...]}``: the modes take turns ``repeats`` times.
+
+    The order is reversed every other time, so that a drift of the machine's
+    speed hits every mode alike.
+    """
+    samples = {i: [] for i in range(len(modes))}
+    for rep in range(repeats):
+        order = list(range(len(modes)))
+        for i in (order if rep % 2 == 0 else order[::-1]):
+            samples[i].append(sample(i))
+    return samples
+
+
 def records(samples, modes, **fields):
     """One record per mode from its samples: medians, and the worst gap and (P − P*)/P*."""
     out = []

@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as cm  # noqa: E402
+from _versus import markdown_table  # noqa: E402
 
 MAX_ITER = 2000
 RESULT = cm.RESULTS / "intercept.md"
@@ -192,12 +193,6 @@ def run(rows, repeats, tol, cluster, log):
 
 
 # -- output ------------------------------------------------------------------------
-def markdown_table(headers, rows):
-    lines = ["| " + " | ".join(headers) + " |",
-             "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
 
 HEADERS = ["problem", "setting", "rounds pen.", "rounds free", "rounds free/pen.",
            "s pen.", "s free", "time free/pen.", "converged pen.", "converged free",

@@ -57,7 +57,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as cm  # noqa: E402
-from _versus import daskelastic_dir, fmt_tol, log_sample, records, write_report  # noqa: E402
+from _versus import (  # noqa: E402
+    daskelastic_dir,
+    fmt_tol,
+    log_sample,
+    records,
+    take_turns,
+    write_report,
+)
 
 MAX_ITER = 1000         # daskelastic's default
 RESULT = cm.RESULTS / "poisson.md"
@@ -202,19 +209,18 @@ def run(args, log):
                     same = objective(Xe, y, ref["coef"], ref["intercept"], alpha)
                     log(f"  alpha={alpha:g}: P(scikit-learn's tight fit) on this table "
                         f"differs from P* by {(same - ref['p_star']) / ref['p_star']:+.1e}")
-                samples = {i: [] for i in range(len(all_modes))}
-                for rep in range(args.repeats):
-                    order = list(range(len(all_modes)))
-                    for i in (order if rep % 2 == 0 else order[::-1]):
-                        solver, setting, tol_label, fit = all_modes[i]
-                        r = fit(alpha, X, y, Xe)
-                        if r.pop("names", names) != names:
-                            raise RuntimeError("a fit encoded other columns")
-                        r.pop("model", None)
-                        r["rel"] = (objective(Xe, y, r["coef"], r["intercept"], alpha)
-                                    - ref["p_star"]) / ref["p_star"]
-                        samples[i].append(r)
-                        log_sample(log, "alpha", alpha, all_modes[i], r)
+
+                def sample(i, alpha=alpha, ref=ref, X=X, y=y, Xe=Xe):
+                    r = all_modes[i][3](alpha, X, y, Xe)
+                    if r.pop("names", names) != names:
+                        raise RuntimeError("a fit encoded other columns")
+                    r.pop("model", None)
+                    r["rel"] = (objective(Xe, y, r["coef"], r["intercept"], alpha)
+                                - ref["p_star"]) / ref["p_star"]
+                    log_sample(log, "alpha", alpha, all_modes[i], r)
+                    return r
+
+                samples = take_turns(all_modes, args.repeats, sample)
                 out += records(samples, all_modes, table=table, n=Xe.shape[0], d=Xe.shape[1],
                                encode_seconds=encode_seconds, alpha=alpha)
     finally:

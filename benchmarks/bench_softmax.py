@@ -65,7 +65,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as cm  # noqa: E402
-from _versus import daskelastic_dir, fmt_tol, log_sample, records, write_report  # noqa: E402
+from _versus import (  # noqa: E402
+    daskelastic_dir,
+    fmt_tol,
+    log_sample,
+    records,
+    take_turns,
+    write_report,
+)
 
 MAX_ITER = 1000         # daskelastic's default 200 is close to the 2-worker rounds at 1e-8
 RESULT = cm.RESULTS / "softmax.md"
@@ -247,22 +254,21 @@ def run(args, log):
                     log(f"  C={C:g} (fitted with C/{times} = {Ct:g}): P(scikit-learn's tight "
                         f"fit) on this table differs from P* by "
                         f"{(same - ref['p_star']) / ref['p_star']:+.1e}")
-                samples = {i: [] for i in range(len(all_modes))}
-                for rep in range(args.repeats):
-                    order = list(range(len(all_modes)))
-                    for i in (order if rep % 2 == 0 else order[::-1]):
-                        solver, setting, tol_label, fit = all_modes[i]
-                        r = fit(Ct, X, y, Xa)
-                        if r.pop("names", names) != names:
-                            raise RuntimeError("a fit encoded other columns")
-                        r.pop("model", None)
-                        p = objective(r["w"], Ct)
-                        if "primal" in r and abs(r["primal"] - p) > 1e-9 * abs(p):
-                            log(f"  note: history_[-1]['primal'] = {r['primal']:.12g}, "
-                                f"P evaluated = {p:.12g}")
-                        r["rel"] = (p - ref["p_star"]) / ref["p_star"]
-                        samples[i].append(r)
-                        log_sample(log, "C", C, all_modes[i], r)
+
+                def sample(i, C=C, Ct=Ct, ref=ref, X=X, y=y, Xa=Xa, objective=objective):
+                    r = all_modes[i][3](Ct, X, y, Xa)
+                    if r.pop("names", names) != names:
+                        raise RuntimeError("a fit encoded other columns")
+                    r.pop("model", None)
+                    p = objective(r["w"], Ct)
+                    if "primal" in r and abs(r["primal"] - p) > 1e-9 * abs(p):
+                        log(f"  note: history_[-1]['primal'] = {r['primal']:.12g}, "
+                            f"P evaluated = {p:.12g}")
+                    r["rel"] = (p - ref["p_star"]) / ref["p_star"]
+                    log_sample(log, "C", C, all_modes[i], r)
+                    return r
+
+                samples = take_turns(all_modes, args.repeats, sample)
                 out += records(samples, all_modes, table=table, n=Xe.shape[0], d=Xe.shape[1],
                                encode_seconds=encode_seconds, C=C)
     finally:
