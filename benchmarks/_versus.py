@@ -120,6 +120,26 @@ def rst_summary(recs, args, param):
         ["rows", param, "setting", "s", "rounds", "sklearn s", "ratio", "(P − P*)/P*"], body)
 
 
+def machine_line(env):
+    """The machine, the versions and the daskelastic sources of a run, in one line."""
+    code = env["daskelastic_code"]
+    return (f"{env['time']}, {env['cpus']} cpus, loadavg {env['loadavg']}, "
+            f"python {env['python']}, {env['platform']}; "
+            + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
+            + f"; daskelastic sources sha1 {code['sha1']} "
+            f"(newest {code['newest_source']}), imported from {daskelastic_dir()}")
+
+
+def command_line():
+    """The command that ran this script, with the environment variables that matter."""
+    command = "python " + " ".join(shlex.quote(a) for a in
+                                   [str(Path(sys.argv[0]))] + sys.argv[1:])
+    for var in ("PYTHONPATH", "NUMBA_CACHE_DIR"):
+        if os.environ.get(var):
+            command = f"{var}={shlex.quote(os.environ[var])} {command}"
+    return command
+
+
 def write_report(args, title, param, recs, env, legend, ref_lines, elapsed, log):
     """Log the tables and write the result file ``args.output``."""
     sections = []
@@ -135,17 +155,7 @@ def write_report(args, title, param, recs, env, legend, ref_lines, elapsed, log)
     log("\n" + body + "\n\n" + legend + "\n\nReferences:\n" + ref_lines
         + f"\n\nFor the docs (s, rounds, ratio and (P − P*)/P* at tol {tols}):\n\n" + rst
         + f"\n\nthe run took {elapsed:.0f} s")
-    code = env["daskelastic_code"]
-    machine = (f"{env['time']}, {env['cpus']} cpus, loadavg {env['loadavg']}, "
-               f"python {env['python']}, {env['platform']}; "
-               + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
-               + f"; daskelastic sources sha1 {code['sha1']} "
-               f"(newest {code['newest_source']}), imported from {daskelastic_dir()}")
-    command = "python " + " ".join(shlex.quote(a) for a in
-                                   [str(Path(sys.argv[0]))] + sys.argv[1:])
-    for var in ("PYTHONPATH", "NUMBA_CACHE_DIR"):
-        if os.environ.get(var):
-            command = f"{var}={shlex.quote(os.environ[var])} {command}"
+    machine, command = machine_line(env), command_line()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(
         f"# {title}: daskelastic against scikit-learn\n\n"

@@ -28,8 +28,6 @@ Writes ``benchmarks/results/intercept.md``.
 """
 
 import argparse
-import os
-import shlex
 import statistics
 import sys
 import time
@@ -40,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as cm  # noqa: E402
-from _versus import markdown_table  # noqa: E402
+from _versus import command_line, daskelastic_dir, machine_line, markdown_table  # noqa: E402
 
 MAX_ITER = 2000
 RESULT = cm.RESULTS / "intercept.md"
@@ -128,12 +126,6 @@ def accuracy(model, ref, loss, C, X, y):
     return {"d_intercept": abs(b - ref["intercept"]),
             "d_coef": float(np.max(np.abs(w - ref["coef"]))),
             "rel_primal": (sk_primal(loss, C, X, y, w, b) - ref["primal"]) / ref["primal"]}
-
-
-def daskelastic_dir():
-    import daskelastic
-
-    return str(Path(daskelastic.__file__).resolve().parent)
 
 
 def run(rows, repeats, tol, cluster, log):
@@ -250,16 +242,7 @@ def main():
         "*free / sklearn*: our free-mode seconds over scikit-learn's at tol.")
     body = "\n\n".join(sections)
     log("\n" + body + "\n\n" + legend)
-    code = env["daskelastic_code"]
-    machine = (f"{env['time']}, {env['cpus']} cpus, loadavg {env['loadavg']}, "
-               f"python {env['python']}, {env['platform']}; "
-               + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
-               + f"; daskelastic sources sha1 {code['sha1']} "
-               f"(newest {code['newest_source']}), imported from {daskelastic_dir()}")
-    command = "python " + " ".join(shlex.quote(a) for a in
-                                   [str(Path(sys.argv[0]))] + sys.argv[1:])
-    if os.environ.get("PYTHONPATH"):
-        command = f"PYTHONPATH={shlex.quote(os.environ['PYTHONPATH'])} {command}"
+    machine, command = machine_line(env), command_line()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(
         "# Free vs penalised intercept\n\n"
