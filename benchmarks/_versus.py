@@ -27,6 +27,25 @@ def daskelastic_dir():
     return str(Path(daskelastic.__file__).resolve().parent)
 
 
+def two_tol_arguments(description, result, param, values, help_values):
+    """The command line both scripts share: repeats, the two tols, the swept values,
+    ``--no-cluster`` and ``--output``; the caller adds its own and parses."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tol", type=float, default=1e-4,
+                    help="daskelastic's loose tol (scikit-learn runs at its default)")
+    ap.add_argument("--tight", type=float, default=1e-8,
+                    help="the tight tol of both solvers")
+    ap.add_argument(f"--{param}s", type=lambda s: [float(v) for v in s.split(",")],
+                    default=values, help=f"comma-separated (default {help_values})")
+    ap.add_argument("--no-cluster", action="store_true",
+                    help="skip the LocalCluster of 2 workers (in-process fits only)")
+    ap.add_argument("--output", type=Path, default=result, help="the markdown file written")
+    return ap
+
+
 def log_sample(log, param, value, mode, r):
     """One line for the fit ``r`` of ``mode`` (solver, setting, tol label)."""
     solver, setting, tol_label = mode[:3]

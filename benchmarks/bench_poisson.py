@@ -47,7 +47,6 @@ Reproduce (in the repository root)::
 Writes ``benchmarks/results/poisson.md``.
 """
 
-import argparse
 import sys
 import time
 import warnings
@@ -63,6 +62,7 @@ from _versus import (  # noqa: E402
     log_sample,
     records,
     take_turns,
+    two_tol_arguments,
     write_report,
 )
 
@@ -231,19 +231,10 @@ def run(args, log):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--tol", type=float, default=1e-4,
-                    help="daskelastic's loose tol (scikit-learn runs at its default)")
-    ap.add_argument("--tight", type=float, default=1e-8,
-                    help="the tight tol of both solvers")
-    ap.add_argument("--alphas", type=lambda s: [float(a) for a in s.split(",")],
-                    default=[1e-3, 1e-2, 1.0], help="comma-separated (default 1e-3,1e-2,1)")
+    ap = two_tol_arguments(__doc__.splitlines()[0], RESULT, "alpha", [1e-3, 1e-2, 1.0],
+                           "1e-3,1e-2,1")
     ap.add_argument("--replicate", type=int, default=25,
                     help="the timing table's copies of every row (1: the survey only)")
-    ap.add_argument("--no-cluster", action="store_true",
-                    help="skip the LocalCluster of 2 workers (in-process fits only)")
-    ap.add_argument("--output", type=Path, default=RESULT, help="the markdown file written")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     cm.preload_daskelastic()

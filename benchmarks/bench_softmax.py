@@ -55,7 +55,6 @@ Reproduce (in the repository root)::
 Writes ``benchmarks/results/softmax.md``.
 """
 
-import argparse
 import sys
 import time
 import warnings
@@ -71,6 +70,7 @@ from _versus import (  # noqa: E402
     log_sample,
     records,
     take_turns,
+    two_tol_arguments,
     write_report,
 )
 
@@ -279,20 +279,11 @@ def run(args, log):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--tol", type=float, default=1e-4,
-                    help="daskelastic's loose tol (scikit-learn runs at its default)")
-    ap.add_argument("--tight", type=float, default=1e-8,
-                    help="the tight tol of both solvers")
-    ap.add_argument("--Cs", type=lambda s: [float(c) for c in s.split(",")],
-                    default=[0.1, 1.0, 10.0], help="comma-separated (default 0.1,1,10)")
+    ap = two_tol_arguments(__doc__.splitlines()[0], RESULT, "C", [0.1, 1.0, 10.0],
+                           "0.1,1,10")
     ap.add_argument("--replicate", type=int, default=1,
                     help="also time a table of every row this many times, fitted with "
                          "C / replicate (default 1: the table only)")
-    ap.add_argument("--no-cluster", action="store_true",
-                    help="skip the LocalCluster of 2 workers (in-process fits only)")
-    ap.add_argument("--output", type=Path, default=RESULT, help="the markdown file written")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     cm.preload_daskelastic()
