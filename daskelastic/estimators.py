@@ -41,7 +41,7 @@ from .encoding import (
     merge_categories,
     partition_categories,
 )
-from .losses import LOSSES, loss_code
+from .losses import loss_code
 from .monitoring import FitMonitor, ProgressBar
 from .objective import lambda_from_C
 from .placement import make_chunks, split_rows
@@ -841,8 +841,6 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         self.n_iter_ = np.array([result.n_iter])
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
-        # one-vs-rest problems (not softmax) with three or more classes
-        self._one_vs_rest = w.shape[1] > 1 and problem.loss != LOSSES["softmax"]
 
     def predict(self, X):
         """Predict class labels.
@@ -1140,8 +1138,7 @@ class LogisticRegression(_ClassifierBase):
     def predict_proba(self, X):
         """Probability of each class.
 
-        With three or more classes, the softmax of the scores (one-vs-rest
-        fits: normalised as liblinear's).
+        With three or more classes, the softmax of the scores.
 
         Parameters
         ----------
@@ -1153,13 +1150,12 @@ class LogisticRegression(_ClassifierBase):
             Probabilities, in the order of ``classes_``.
         """
         scores = self.decision_function(X)
-        ovr = getattr(self, "_one_vs_rest", False)
         if _is_dask_collection(scores):
             k = len(self.classes_)
             kw = {"new_axis": 1} if scores.ndim == 1 else {}
-            return scores.map_blocks(_scores_to_proba, ovr, dtype=np.float64,
+            return scores.map_blocks(_scores_to_proba, dtype=np.float64,
                                      chunks=(scores.chunks[0], (k,)), **kw)
-        return _scores_to_proba(scores, ovr)
+        return _scores_to_proba(scores)
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`.
@@ -1176,15 +1172,12 @@ class LogisticRegression(_ClassifierBase):
         return np.log(self.predict_proba(X))
 
 
-def _scores_to_proba(scores, one_vs_rest=False):
+def _scores_to_proba(scores):
     from scipy.special import expit, softmax
 
     if scores.ndim == 1:
         p = expit(scores)
         return np.column_stack([1.0 - p, p])
-    if one_vs_rest:   # normalised as liblinear's
-        p = expit(scores)
-        return p / p.sum(axis=1, keepdims=True)
     return softmax(scores, axis=1)
 
 
