@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .losses import HINGE, LOGISTIC, POISSON, SOFTMAX, SQUARED
+from .losses import HINGE, LOGISTIC, POISSON, SOFTMAX, SQUARED, SQUARED_HINGE
 from .objective import (
+    elastic_net_gap,
     free_intercept_gap,
     intercept_step,
     objective_from_gap,
+    soft_threshold,
     softmax_free_intercept_gap,
 )
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
@@ -116,7 +118,8 @@ class Problem:
         Loss code (``daskelastic.losses.LOSSES``, see
         :func:`daskelastic.losses.loss_code`).
     lam : float
-        ``λ = 1 / (C n)`` (see :func:`daskelastic.objective.lambda_from_C`).
+        ``λ = 1 / (C n)`` (see :func:`daskelastic.objective.lambda_from_C`),
+        the weight of ``½‖w‖²``; 0 for a pure L1 penalty.
     n_samples, n_features, n_targets : int
         ``n``, ``d`` and ``m`` (one-vs-rest classes or regression targets).
     intercept_scaling : float
@@ -126,6 +129,10 @@ class Problem:
         for the hinge): the last row of ``w`` is the intercept ``b``, which
         the driver moves between rounds (see the docs' *Algorithms*, *A free
         intercept*).
+    l1 : float, default=0.0
+        ``μ``, the weight of ``‖w‖₁`` (the docs' *Algorithms*, *L1 and
+        elastic-net*); the intercept, which must then be free or absent, is
+        not part of it.
 
     Examples
     --------
@@ -147,8 +154,17 @@ class Problem:
     n_targets: int
     intercept_scaling: float
     free_intercept: bool = False
+    l1: float = 0.0
 
     def __post_init__(self):
+        if not (self.lam >= 0 and self.l1 >= 0 and self.lam + self.l1 > 0):
+            raise ValueError(f"lam and l1 must be >= 0, one of them > 0; got lam={self.lam}, "
+                             f"l1={self.l1}")
+        if self.l1 and self.intercept_scaling and not self.free_intercept:
+            raise ValueError("an L1 penalty needs a free intercept or none "
+                             "(free_intercept=True or intercept_scaling=0)")
+        if self.l1 and self.loss == POISSON:
+            raise ValueError("an L1 penalty is not available for the Poisson loss")
         if self.free_intercept and self.intercept_scaling != 1.0:
             raise ValueError("a free intercept needs intercept_scaling=1, got "
                              f"{self.intercept_scaling}")
@@ -535,7 +551,7 @@ WARM_SCALES = np.concatenate([[0.0], 2.0 ** (np.arange(-18, 19) / 3.0)])
 #: Catalyst's outer state when no centre has been taken yet: the previous
 #: outer iterate and its primal, the first gap and the rounds of the current
 #: proximal problem.
-_NO_CENTRE = (None, np.inf, None, 0)
+_NO_CENTRE = (None, np.inf, None, 0, 0)
 
 
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
@@ -690,13 +706,18 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     t0 = backend.clock()
     lam, n = problem.lam, problem.n_samples
     adaptive = acceleration == "auto"
+    l1 = problem.l1
     setup_events = backend.take_events()   # e.g. workers lost while the data loaded
     while True:
         try:
             kappa = _kappa(acceleration, backend, problem)
+            if not kappa and lam == 0:
+                raise ValueError("a pure L1 penalty needs the acceleration (its proximal "
+                                 "problems are what the rounds solve): pass "
+                                 "acceleration='auto' or a positive value")
             kappa_later = 0.0          # κ to switch on once the plain rounds slow down
-            if adaptive and kappa and (problem.loss in (LOGISTIC, SOFTMAX)
-                                       or w_start is not None):
+            if adaptive and kappa and lam > 0 and (problem.loss in (LOGISTIC, SOFTMAX)
+                                                   or w_start is not None):
                 # (a warm start is near the optimum: plain rounds first)
                 kappa_later, kappa = kappa, 0.0
             elif adaptive and not kappa:
@@ -712,19 +733,24 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     inv_lam_n = 1.0 / (lam_in * n)
     v = problem.zeros()        # = Σ α_i x_i / (λ' n), the proximal problem's iterate
     shift = problem.zeros()    # = κ y / λ'; the iterate is w = v + shift
-    if w_start is not None:
-        v, more = _start_duals(w_start, backend, elastic, lam, n)
-        setup_events.extend(more)
-        if kappa:   # the first centre is w(α): the iterate stays w(α)
-            v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam, n, kappa, v)
     d = problem.n_features
+    if w_start is not None:
+        u, more = _start_duals(w_start, backend, elastic, lam, n)
+        setup_events.extend(more)
+        if kappa:
+            # the first centre is w(α), the iterate then stays w(α); for a
+            # pure L1 it is w_start, which is the iterate at that optimum
+            centre = w_start if lam == 0 else _iterate(u / lam, 0.0, l1, lam, d)
+            v, shift = u / lam_in, (kappa / lam_in) * centre
+        else:
+            v = u / lam
     # a free intercept is not part of v: the driver moves it (intercept_step)
     # and the certificate adds the constraint Σ α_i = 0 (free_intercept_gap)
     free = problem.free_intercept
     b = np.zeros(problem.n_targets) if w_start is None or not free \
         else np.array(w_start[d], dtype=np.float64)
     penalised = slice(0, d) if free else slice(None)
-    w_outer_prev, p_outer_prev, inner_start, inner_rounds = _NO_CENTRE
+    w_outer_prev, p_outer_prev, inner_start, inner_rounds, streak = _NO_CENTRE
     history = []
     settlements = {}
     drop_streak = {}           # worker -> rounds in a row its work was dropped
@@ -757,7 +783,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 # objective sees it).  Scaled to the results this round can add
                 wanted, added = sigma_next
                 sig = min(max(wanted * k_max / added, min(1.0, sig)), sig)
-            w = v + shift
+            w = _iterate(v, shift, l1, lam_in, d)
             if free:
                 w[d] = b
             slowdowns = None if injection is None else injection.factors(round_id, workers)
@@ -793,19 +819,28 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         loss_sum = sum(results[k].loss_sum for k in order)
         dual_sum = sum(results[k].dual_sum for k in order)
         fenchel_young = sum(results[k].alpha_z_sum for k in order) + loss_sum - dual_sum
-        # P(w) − D(α) = FY/n + λ/2 ‖w − (λ'/λ) v‖²: both terms ≥ 0
-        mismatch = 0.5 * lam * float(np.sum(np.square(
-            (w - (lam_in / lam) * v)[penalised]))) if kappa else 0.0
-        gap = max(fenchel_young / n, 0.0) + mismatch
         if free:
             intercept_sums = sum(results[k].intercept_sums[0] for k in order)
             positive_x = sum(results[k].intercept_sums[1] for k in order
                              if results[k].intercept_sums[1] is not None)
-            certify = softmax_free_intercept_gap if problem.loss == SOFTMAX \
-                else free_intercept_gap
-            gap = max(gap + certify(intercept_sums, positive_x, b, (lam_in / lam) * v[:d],
-                                    lam, n), 0.0)
-        objective = objective_from_gap(loss_sum, gap, w[penalised], lam, n)
+        if l1:
+            # the gap to a feasible, rescaled dual point (elastic_net_gap); what
+            # exceeds the proximal problem's own gap FY/n is the mismatch
+            gap = elastic_net_gap(loss_sum, dual_sum, w[:d], lam_in * v[:d], lam, l1, n,
+                                  (intercept_sums, positive_x) if free else None,
+                                  softmax=problem.loss == SOFTMAX)
+            mismatch = max(gap - fenchel_young / n, 0.0)
+        else:
+            # P(w) − D(α) = FY/n + λ/2 ‖w − (λ'/λ) v‖²: both terms ≥ 0
+            mismatch = 0.5 * lam * float(np.sum(np.square(
+                (w - (lam_in / lam) * v)[penalised]))) if kappa else 0.0
+            gap = max(fenchel_young / n, 0.0) + mismatch
+            if free:
+                certify = softmax_free_intercept_gap if problem.loss == SOFTMAX \
+                    else free_intercept_gap
+                gap = max(gap + certify(intercept_sums, positive_x, b,
+                                        (lam_in / lam) * v[:d], lam, n), 0.0)
+        objective = objective_from_gap(loss_sum, gap, w[penalised], lam, n, l1)
         if not (np.isfinite(objective.primal) and np.isfinite(objective.gap)):
             # input validation lets through finite values whose squares or
             # products overflow (|x| ~ 1e155 and beyond): no certificate, and
@@ -907,7 +942,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                         kappa = 0.0
                         v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa,
                                                                problem.zeros())
-                        w_outer_prev, p_outer_prev, inner_start, inner_rounds = _NO_CENTRE
+                        w_outer_prev, p_outer_prev, inner_start, inner_rounds, streak = _NO_CENTRE
                         continue
         if kappa_later:
             plain_gaps.append(objective.relative_gap)
@@ -916,8 +951,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 # current iterate as the first centre.  α stays, so v follows
                 # λ' = λ + κ and w = v + shift is unchanged.
                 kappa, kappa_later = kappa_later, 0.0
-                v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa, v + shift)
-                w_outer_prev, p_outer_prev, inner_start, inner_rounds = _NO_CENTRE
+                v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa,
+                                                       _iterate(v, shift, l1, lam_in, d))
+                w_outer_prev, p_outer_prev, inner_start, inner_rounds, streak = _NO_CENTRE
                 sigma_next = None
                 # the gap's fall per round changes with the switch: progress a
                 # straggler policy measured in plain rounds no longer holds
@@ -936,7 +972,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 # which only moving the centre lowers.  Move it
                 # (α stays: the proposals just committed warm-start the next one)
                 q = np.sqrt(lam / lam_in)
-                beta = (1 - q) / (1 + q) if objective.primal <= p_outer_prev else 0.0
+                streak = streak + 1 if objective.primal <= p_outer_prev else 0
+                # Catalyst's momentum (Lin, Mairal and Harchaoui 2015): constant for
+                # a strongly convex P, (k − 1)/(k + 2) without (a pure L1); restarted
+                # (0) when the primal went up
+                beta = 0.0 if not streak else (1 - q) / (1 + q) if q > 0 \
+                    else (streak - 1) / (streak + 2)
                 y = w if w_outer_prev is None else w + beta * (w - w_outer_prev)
                 w_outer_prev, p_outer_prev = w, objective.primal
                 if adaptive:
@@ -977,7 +1018,7 @@ def _recover(elastic, backend, lost, inv_lam_n=None, **kwargs):
 
 
 def _start_duals(w, backend, elastic, lam, n):
-    """Set the workers' ``α`` from ``w`` (a warm start); return ``(Σ α_i x_i / (λn), events)``.
+    """Set the workers' ``α`` from ``w`` (a warm start); return ``(Σ α_i x_i / n, events)``.
 
     ``α`` is ``s`` times the dual values that match ``w``'s margins, ``s`` the
     best of :data:`WARM_SCALES` for the dual objective.  A worker lost
@@ -990,16 +1031,27 @@ def _start_duals(w, backend, elastic, lam, n):
             sums, u = backend.start_duals(w, WARM_SCALES)
             # the best dual D(sα) = Σ dual_i(sα_i)/n − s²‖u‖²/(2λn²) on the
             # ray: the dual values of w's margins belong to w's λ, and a new
-            # λ scales w(α) by λ_old/λ_new (for the squared loss, unbounded)
-            s = WARM_SCALES[int(np.argmax(sums / n - WARM_SCALES ** 2 * float(np.sum(u * u))
-                                          / (2.0 * lam * n * n)))]
+            # λ scales w(α) by λ_old/λ_new (for the squared loss, unbounded).
+            # A pure L1's rounds start from a proximal problem: any α is fine
+            s = 1.0 if lam == 0 else WARM_SCALES[int(np.argmax(
+                sums / n - WARM_SCALES ** 2 * float(np.sum(u * u)) / (2.0 * lam * n * n)))]
             if s != 1.0:
                 backend.scale_duals(s)
-            return s * u / (lam * n), events
+            return s * u / n, events
         except WorkersLost as lost:
             if elastic is None:
                 raise
             events.extend(_recover(elastic, backend, lost.workers)[0])
+
+
+def _iterate(v, shift, l1, lam_in, d):
+    """The primal iterate of the dual state: ``v + shift``, its ``d`` feature rows
+    soft-thresholded by ``μ / λ′`` when the problem has an L1 part (``l1 = μ``);
+    see :func:`daskelastic.objective.soft_threshold`."""
+    w = v + shift
+    if l1:
+        w[:d] = soft_threshold(w[:d], l1 / lam_in)
+    return w
 
 
 def _reweigh(v, lam, lam_in, n, kappa, centre):
@@ -1126,7 +1178,8 @@ def _outer_stalled(gaps):
 def _auto_accelerates(backend, problem):
     """Whether ``acceleration="auto"`` accelerates this fit.
 
-    On two or more workers, always.  On one, only the squared loss (Ridge):
+    On two or more workers, always, and a pure L1 problem always (its rounds
+    solve the proximal problems).  On one, only the squared loss (Ridge):
     on the diamonds table SDCA alone needed 369 rounds (2,000 rows) and more
     than 3,000 (50,000 rows) to a gap of 1e-6 with ``alpha=1``, Catalyst 53
     and 33, and never more than ~1.5× its rounds at large ``alpha``; for the
@@ -1134,7 +1187,7 @@ def _auto_accelerates(backend, problem):
     ``C = 1``: 41 rounds against 144) until it stalls
     (:func:`_kappa_if_stalled`).
     """
-    return len(backend.workers()) >= 2 or problem.loss == SQUARED
+    return len(backend.workers()) >= 2 or problem.loss == SQUARED or problem.lam == 0
 
 
 def _plain_stalled(gaps, loss):
@@ -1178,6 +1231,11 @@ def _kappa_if_stalled(backend, problem):
     return _kappa(ACCELERATION_KAPPA, backend, problem)
 
 
+#: The losses' second derivatives (their largest, for the logistic loss)
+#: that scale κ of a pure L1 problem (see _kappa).
+_CURVATURE = {SQUARED: 1.0, LOGISTIC: 0.25, SOFTMAX: 0.25, SQUARED_HINGE: 2.0}
+
+
 def _kappa(acceleration, backend, problem):
     """The proximal weight κ of the acceleration (0 when off)."""
     if acceleration is None or acceleration == "none":
@@ -1191,4 +1249,12 @@ def _kappa(acceleration, backend, problem):
         if factor < 0:
             raise ValueError(f"acceleration must be 'auto', None or >= 0, got {factor}")
     mean_sq = backend.row_sq_norm_sum() / problem.n_samples + problem.intercept_scaling ** 2
+    if problem.lam == 0:
+        # no λ to scale by: the mean eigenvalue of the loss's Hessian at 0,
+        # c̄ · mean ‖x_i‖² / d, which was within the fastest κ's range on the
+        # diamonds (Lasso), Fertility and flights (L1 logistic) tables
+        # (benchmarks/results/l1.md)
+        mean_curvature = _CURVATURE.get(problem.loss, 1.0) * (
+            mean_sq - problem.intercept_scaling ** 2) / max(problem.n_features, 1)
+        return (factor / ACCELERATION_KAPPA) * (mean_curvature or 1.0)
     return factor * float(np.sqrt(problem.lam * mean_sq))

@@ -438,7 +438,9 @@ def calibrate_seconds_per_nnz(problem, chunks, *, min_rows=20_000):
     best = math.inf
     for r in range(3):
         t0 = time.perf_counter()
-        solver.solve(w, round_id=r, inv_lam_n=problem.inv_lam_n, sigma=1.0)
+        # (a pure L1 problem has λ = 0; its rounds run at λ + κ > 0)
+        solver.solve(w, round_id=r, inv_lam_n=1.0 / (problem.n_samples * (problem.lam or 1.0)),
+                     sigma=1.0)
         best = min(best, time.perf_counter() - t0)
         solver.discard(r)
     units = (_stored_values(solver) + solver.n_rows) * problem.n_targets
