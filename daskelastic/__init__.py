@@ -1,14 +1,22 @@
 """daskelastic: elastic, straggler-resilient training of linear models on Dask."""
 
 from . import config  # noqa: F401  (registers the dask.config defaults)
-from .estimators import LinearSVC, LogisticRegression, PoissonRegressor, Ridge
+from .estimators import (
+    ElasticNet,
+    Lasso,
+    LinearSVC,
+    LogisticRegression,
+    PoissonRegressor,
+    Ridge,
+)
 from .monitoring import history_frame, plot_history
 from .scaling import ConvergenceScalingPolicy
 from .simulation import ClusterEvent, ClusterModel, simulate
 
 __version__ = "0.1.0"
 
-__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "PoissonRegressor", "ElasticAdaptive",
+__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "Lasso", "ElasticNet", "PoissonRegressor",
+           "ElasticAdaptive",
            "ConvergenceScalingPolicy", "history_frame", "plot_history", "simulate",
            "ClusterModel", "ClusterEvent", "__version__"]
 

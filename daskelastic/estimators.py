@@ -50,7 +50,7 @@ from .scaling import SCALING_POLICIES, ScalingPolicy
 from .session import BACKENDS, _in_dask_task, client_context, current_client, fit_session
 from .targets import TargetEncoder, not_finite
 
-__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "PoissonRegressor"]
+__all__ = ["LogisticRegression", "LinearSVC", "Ridge", "Lasso", "ElasticNet", "PoissonRegressor"]
 
 
 def _is_dask_collection(X):
@@ -246,6 +246,16 @@ class _CoCoABase(BaseEstimator):
     def _C(self):
         return self.C
 
+    def _l1_ratio(self):
+        """The L1 part ``ρ`` of the penalty (0: the L2 penalty alone)."""
+        return 0.0
+
+    def _penalties(self, n):
+        """``(λ, μ)``: the weights of ``½‖w‖²`` and ``‖w‖₁`` in the problem divided by ``C n``."""
+        total = lambda_from_C(self._C(), n)
+        rho = self._l1_ratio()
+        return (1.0 - rho) * total, rho * total
+
     def _loss_name(self, n_targets=1):
         return self._loss
 
@@ -297,6 +307,9 @@ class _CoCoABase(BaseEstimator):
                 "joblib.parallel_backend('dask'): ...) or with threads and the client "
                 "(with joblib.parallel_backend('threading'): ...); see the user guide, "
                 "'Hyper-parameter searches'", UserWarning, stacklevel=3)
+        rho = self._l1_ratio()
+        # an L1 part leaves the intercept free, as scikit-learn's saga and Lasso do
+        free = self.fit_intercept and (not self.penalize_intercept or rho > 0)
         with client_context(self.client):
             X, frame_encoder, columns_in = self._encode_categories(X)
         dask_input = _is_dask_collection(X)
@@ -306,8 +319,7 @@ class _CoCoABase(BaseEstimator):
         if dask_input:
             with client_context(self.client):
                 X, y, sample_weight, encoder, dask_centre = self._prepare_dask(
-                    X, y, sample_weight, held,
-                    centre=self.fit_intercept and not self.penalize_intercept)
+                    X, y, sample_weight, held, centre=free)
             n, d = X.shape
             n_values = n * d
         else:
@@ -317,11 +329,13 @@ class _CoCoABase(BaseEstimator):
             Y, sw = encoder.encode(y, sample_weight)
             n, d = X.shape
             n_values = X.nnz if sp.issparse(X) else X.size
-        free = self.fit_intercept and not self.penalize_intercept
         loss = self._loss_name(encoder.n_targets)
         centre = dask_centre if dask_input else None
-        if free and not dask_input and sp.issparse(X) and n * d <= _DENSE_FOR_CENTRING:
-            # centring needs dense columns: a small sparse table is made so
+        if free and not rho and not dask_input and sp.issparse(X) \
+                and n * d <= _DENSE_FOR_CENTRING:
+            # centring needs dense columns: a small sparse table is made so.
+            # (Not with an L1 part: its rounds barely depend on the centring,
+            # and a dense one-hot table costs each of them its width.)
             X = X.toarray()
         if free and not dask_input and not sp.issparse(X) and n:
             # a free intercept moves between rounds, and crawls when the
@@ -342,8 +356,8 @@ class _CoCoABase(BaseEstimator):
             free = False
         icpt = 1.0 if free else float(self.intercept_scaling) if self.fit_intercept \
             and centre is None else 0.0
-        problem = Problem(loss=loss_code(loss),
-                          lam=lambda_from_C(self._C(), n), n_samples=n,
+        lam, l1 = self._penalties(n)
+        problem = Problem(loss=loss_code(loss), lam=lam, l1=l1, n_samples=n,
                           n_features=d, n_targets=encoder.n_targets,
                           intercept_scaling=icpt, free_intercept=free)
         w_start = self._warm_start_w(problem, encoder)
@@ -423,7 +437,8 @@ class _CoCoABase(BaseEstimator):
                 backend.close()
         if centre is not None:   # back to X's columns: b = b' − μ·w
             result.w[d] = problem.intercept_scaling * result.w[d] - centre @ result.w[:d]
-            problem = dataclasses.replace(problem, intercept_scaling=1.0)
+            # (the intercept of the centred columns was free, or 0 for Ridge's)
+            problem = dataclasses.replace(problem, intercept_scaling=1.0, free_intercept=True)
         self._set_fitted(result, encoder, problem, dtype)
         self.feature_encoder_ = frame_encoder
         if frame_encoder is not None:   # the input's columns, not the encoded ones
@@ -738,10 +753,27 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         **_CoCoABase._parameter_constraints,
         "C": [Interval(numbers.Real, 0, None, closed="neither")],
         "class_weight": [dict, StrOptions({"balanced"}), None],
+        "penalty": [StrOptions({"l1", "l2", "elasticnet"})],
+        "l1_ratio": [None, Interval(numbers.Real, 0, 1, closed="both")],
     }
 
     def _is_classifier(self):
         return True
+
+    def _l1_ratio(self):
+        if self.penalty == "l1":
+            return 1.0
+        if self.penalty == "elasticnet":
+            if self.l1_ratio is None:
+                raise ValueError("penalty='elasticnet' needs l1_ratio, a number in [0, 1]")
+            return float(self.l1_ratio)
+        if self.l1_ratio:
+            # scikit-learn ≥ 1.8 chooses the penalty by l1_ratio alone: refuse to
+            # ignore it silently
+            raise ValueError(f"l1_ratio={self.l1_ratio} is used with penalty='elasticnet' "
+                             f"only; pass penalty='elasticnet' (penalty is "
+                             f"{self.penalty!r})")
+        return 0.0
 
     def decision_function(self, X):
         """Signed distance of each sample to the decision boundary.
@@ -875,7 +907,9 @@ _COMMON_HEAD = """
     max_iter : int, default=200
         Maximum number of CoCoA+ rounds (one local pass per worker each).
     fit_intercept : bool, default=True
-        Fit an intercept.
+        Fit an intercept."""
+
+_INTERCEPT_DOC = """
     intercept_scaling : float, default=1.0
         With ``penalize_intercept=True``: the intercept is the coefficient of
         a constant feature of this value, and larger values weaken its
@@ -885,7 +919,19 @@ _COMMON_HEAD = """
         problem), or leave it free (``False``: scikit-learn's lbfgs and Ridge
         problem, whose optimum it reaches, with a duality gap that still
         certifies it; not for ``loss="hinge"``).  A free intercept takes
-        more rounds (the user guide's *The intercept*)."""
+        more rounds (the user guide's *The intercept*).  With an L1 part in
+        the penalty the intercept is always free, as scikit-learn's ``saga``
+        and ``Lasso`` leave it."""
+
+_PENALTY_DOC = """
+    penalty : {"l2", "l1", "elasticnet"}, default="l2"
+        The penalty: ``½‖w‖²``, ``‖w‖₁`` or ``l1_ratio ‖w‖₁ + (1 − l1_ratio)
+        ½‖w‖²`` (scikit-learn's; see the user guide's *Sparse models: L1 and
+        elastic-net*).  With an L1 part, coefficients are exactly 0 where
+        the optimum's are, and the intercept is free; not for the hinge
+        loss.
+    l1_ratio : float in [0, 1], optional
+        The L1 part of ``penalty="elasticnet"``."""
 
 _CLASS_WEIGHT_DOC = """
     class_weight : dict or "balanced", optional
@@ -1029,11 +1075,12 @@ _ATTRS_DOC = """
 
 
 class LogisticRegression(_ClassifierBase):
-    __doc__ = f"""L2-regularised logistic regression trained with distributed CoCoA+.
+    __doc__ = f"""Regularised logistic regression trained with distributed CoCoA+.
 
     Minimises ``C Σ c_i log(1 + exp(-y_i (x_i·w + b))) + ½‖w‖²``, by default
     with ``b`` penalised too (liblinear's problem; scikit-learn's lbfgs leaves
-    it free, as ``penalize_intercept=False`` does), with an SDCA local solver
+    it free, as ``penalize_intercept=False`` does), or with an L1 or
+    elastic-net penalty (``penalty``, ``l1_ratio``), with an SDCA local solver
     per worker, on a Dask cluster or in-process.  With three or more classes
     the loss is the multinomial (softmax) one, ``C Σ c_i (log Σ_k exp(z_ik) −
     z_iy_i) + ½‖W‖²``, as scikit-learn's default; one-vs-rest is
@@ -1043,7 +1090,7 @@ class LogisticRegression(_ClassifierBase):
     ----------
     C : float, default=1.0
         Inverse regularisation strength, as in scikit-learn.\
-{_COMMON_HEAD}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+{_PENALTY_DOC}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -1082,15 +1129,17 @@ class LogisticRegression(_ClassifierBase):
         # three or more classes: the multinomial (softmax) loss, as scikit-learn's
         return "logistic" if n_targets == 1 else "softmax"
 
-    def __init__(self, C=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
-                 intercept_scaling=1.0, penalize_intercept=True, class_weight=None,
-                 random_state=None,
+    def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, tol=1e-4, max_iter=200,
+                 fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
+                 class_weight=None, random_state=None,
                  verbose=0, warm_start=False, client=None, backend="auto",
                  n_workers=None, chunks_per_worker=None, local_steps=None, gamma=1.0,
                  sigma=None, acceleration="auto", straggler_policy="preempt",
                  n_backup=None, cluster_model=None, scaling_policy=None, min_workers=None,
                  release_workers="auto"):
         self.C = C
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
         self.tol = tol
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
@@ -1185,7 +1234,9 @@ class LinearSVC(_ClassifierBase):
     __doc__ = f"""Linear support vector classifier trained with distributed CoCoA+.
 
     Minimises ``C Σ c_i ℓ(y_i x_i·w) + ½‖w‖²`` with the hinge or squared hinge
-    loss (liblinear's dual problem; one-vs-rest for more than two classes).
+    loss (liblinear's dual problem; one-vs-rest for more than two classes),
+    or, for the squared hinge, with an L1 or elastic-net penalty
+    (``penalty``, ``l1_ratio``).
 
     Parameters
     ----------
@@ -1193,7 +1244,7 @@ class LinearSVC(_ClassifierBase):
         Inverse regularisation strength, as in scikit-learn.
     loss : {{"squared_hinge", "hinge"}}, default="squared_hinge"
         The loss function.\
-{_COMMON_HEAD}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+{_PENALTY_DOC}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -1226,7 +1277,8 @@ class LinearSVC(_ClassifierBase):
         "loss": [StrOptions({"hinge", "squared_hinge"})],
     }
 
-    def __init__(self, C=1.0, *, loss="squared_hinge", tol=1e-4, max_iter=200,
+    def __init__(self, C=1.0, *, loss="squared_hinge", penalty="l2", l1_ratio=None,
+                 tol=1e-4, max_iter=200,
                  fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
                  class_weight=None, random_state=None, verbose=0, warm_start=False, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
@@ -1235,6 +1287,8 @@ class LinearSVC(_ClassifierBase):
                  scaling_policy=None, min_workers=None, release_workers="auto"):
         self.C = C
         self.loss = loss
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
         self.tol = tol
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
@@ -1262,6 +1316,13 @@ class LinearSVC(_ClassifierBase):
     def _loss_name(self, n_targets=1):
         return self.loss
 
+    def _l1_ratio(self):
+        rho = super()._l1_ratio()
+        if rho and self.loss == "hinge":
+            # as scikit-learn's LinearSVC; the hinge has no free intercept either
+            raise ValueError("an L1 penalty needs loss='squared_hinge', not 'hinge'")
+        return rho
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit the model.
@@ -1283,88 +1344,10 @@ class LinearSVC(_ClassifierBase):
         return self._fit(X, y, sample_weight)
 
 
-class Ridge(RegressorMixin, _CoCoABase):
-    __doc__ = f"""Ridge regression trained with distributed CoCoA+.
-
-    Minimises ``Σ c_i (y_i - x_i·w - b)² + alpha ‖w‖²`` (scikit-learn's Ridge),
-    for one or several targets.  The targets are centred by their weighted
-    mean; the remaining intercept is the coefficient of a constant feature of
-    value ``intercept_scaling`` and, unlike scikit-learn's, is penalised,
-    unless ``penalize_intercept=False``.
-
-    Parameters
-    ----------
-    alpha : float, default=1.0
-        Regularisation strength (must be positive).\
-{_COMMON_HEAD}{_COMMON_TAIL}
-    Attributes
-    ----------
-    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
-        Coefficients; shape (n_features,) for one target, ``y`` of shape
-        (n,) or (n, 1), as in scikit-learn.  float32 for float32 ``X`` (the
-        solver computes in float64 and rounds them), as scikit-learn's Ridge
-        gives; float64 otherwise.
-    intercept_ : float or ndarray of shape (n_targets,)
-        Intercepts, including the targets' weighted mean: a scalar for ``y``
-        of shape (n,), an array for ``y`` of shape (n, n_targets) (also
-        (n, 1)), of the dtype of ``coef_``; ``0.0`` without
-        ``fit_intercept``.
-{_ATTRS_DOC}
-    See Also
-    --------
-    sklearn.linear_model.Ridge : The single-machine estimator.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from daskelastic import Ridge
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(200, 3))
-    >>> y = X @ np.array([1.0, -2.0, 0.5]) + 3.0
-    >>> Ridge(alpha=10.0, tol=1e-6).fit(X, y).score(X, y) > 0.99
-    True
-    """
-
-    _parameter_constraints = {
-        **_CoCoABase._parameter_constraints,
-        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
-    }
+class _LinearRegressor(RegressorMixin, _CoCoABase):
+    """The squared-loss regressors' targets, fitted attributes and predictions."""
 
     _loss = "squared"
-
-    def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
-                 intercept_scaling=1.0, penalize_intercept=True, random_state=None, verbose=0,
-                 warm_start=False,
-                 client=None, backend="auto", n_workers=None, chunks_per_worker=None,
-                 local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
-                 straggler_policy="preempt", n_backup=None, cluster_model=None,
-                 scaling_policy=None, min_workers=None, release_workers="auto"):
-        self.alpha = alpha
-        self.tol = tol
-        self.max_iter = max_iter
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.penalize_intercept = penalize_intercept
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.client = client
-        self.backend = backend
-        self.n_workers = n_workers
-        self.chunks_per_worker = chunks_per_worker
-        self.local_steps = local_steps
-        self.gamma = gamma
-        self.sigma = sigma
-        self.acceleration = acceleration
-        self.straggler_policy = straggler_policy
-        self.n_backup = n_backup
-        self.cluster_model = cluster_model
-        self.scaling_policy = scaling_policy
-        self.min_workers = min_workers
-        self.release_workers = release_workers
-
-    def _C(self):
-        return 1.0 / self.alpha
 
     def _is_classifier(self):
         return False
@@ -1423,26 +1406,6 @@ class Ridge(RegressorMixin, _CoCoABase):
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
-            Training data.
-        y : array-like or dask array of shape (n,) or (n, n_targets)
-            Targets.
-        sample_weight : array-like of shape (n,), optional
-            Non-negative weights of the samples.
-
-        Returns
-        -------
-        self : Ridge
-            The fitted estimator.
-        """
-        return self._fit(X, y, sample_weight)
-
     def predict(self, X):
         """Predict targets.
 
@@ -1463,6 +1426,298 @@ class Ridge(RegressorMixin, _CoCoABase):
         tags.target_tags.multi_output = True
         return tags
 
+
+class Ridge(_LinearRegressor):
+    __doc__ = f"""Ridge regression trained with distributed CoCoA+.
+
+    Minimises ``Σ c_i (y_i - x_i·w - b)² + alpha ‖w‖²`` (scikit-learn's Ridge),
+    for one or several targets.  The targets are centred by their weighted
+    mean; the remaining intercept is the coefficient of a constant feature of
+    value ``intercept_scaling`` and, unlike scikit-learn's, is penalised,
+    unless ``penalize_intercept=False``.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Regularisation strength (must be positive).\
+{_COMMON_HEAD}{_INTERCEPT_DOC}{_COMMON_TAIL}
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Coefficients; shape (n_features,) for one target, ``y`` of shape
+        (n,) or (n, 1), as in scikit-learn.  float32 for float32 ``X`` (the
+        solver computes in float64 and rounds them), as scikit-learn's Ridge
+        gives; float64 otherwise.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Intercepts, including the targets' weighted mean: a scalar for ``y``
+        of shape (n,), an array for ``y`` of shape (n, n_targets) (also
+        (n, 1)), of the dtype of ``coef_``; ``0.0`` without
+        ``fit_intercept``.
+{_ATTRS_DOC}
+    See Also
+    --------
+    sklearn.linear_model.Ridge : The single-machine estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic import Ridge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3))
+    >>> y = X @ np.array([1.0, -2.0, 0.5]) + 3.0
+    >>> Ridge(alpha=10.0, tol=1e-6).fit(X, y).score(X, y) > 0.99
+    True
+    """
+
+    _parameter_constraints = {
+        **_CoCoABase._parameter_constraints,
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+    }
+
+    def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
+                 intercept_scaling=1.0, penalize_intercept=True, random_state=None, verbose=0,
+                 warm_start=False,
+                 client=None, backend="auto", n_workers=None, chunks_per_worker=None,
+                 local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
+                 straggler_policy="preempt", n_backup=None, cluster_model=None,
+                 scaling_policy=None, min_workers=None, release_workers="auto"):
+        self.alpha = alpha
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.penalize_intercept = penalize_intercept
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.client = client
+        self.backend = backend
+        self.n_workers = n_workers
+        self.chunks_per_worker = chunks_per_worker
+        self.local_steps = local_steps
+        self.gamma = gamma
+        self.sigma = sigma
+        self.acceleration = acceleration
+        self.straggler_policy = straggler_policy
+        self.n_backup = n_backup
+        self.cluster_model = cluster_model
+        self.scaling_policy = scaling_policy
+        self.min_workers = min_workers
+        self.release_workers = release_workers
+
+    def _C(self):
+        return 1.0 / self.alpha
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+            Training data.
+        y : array-like or dask array of shape (n,) or (n, n_targets)
+            Targets.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights of the samples.
+
+        Returns
+        -------
+        self : Ridge
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
+
+
+class ElasticNet(_LinearRegressor):
+    __doc__ = f"""Linear regression with an elastic-net penalty, trained with distributed CoCoA+.
+
+    Minimises ``1/(2n) Σ c_i (y_i - x_i·w - b)² + alpha·l1_ratio ‖w‖₁ +
+    ½ alpha (1 - l1_ratio) ‖w‖²`` with ``b`` free (scikit-learn's
+    ElasticNet; its sample weights are rescaled to sum to ``n``, as
+    scikit-learn's are), for one or several targets.  Coefficients are
+    exactly 0 where the optimum's are.  The rounds solve proximal problems
+    whose dual the workers raise; the duality gap of a feasible, rescaled
+    dual point certifies the result (the *Algorithms* page, *L1 and
+    elastic-net*).
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Regularisation strength (must be positive).
+    l1_ratio : float in [0, 1], default=0.5
+        The L1 part of the penalty: 1 is the Lasso, 0 Ridge's penalty (then
+        with ``alpha`` in this class's units: ``Ridge(alpha=n·alpha)``).\
+{_COMMON_HEAD.replace("default=200", "default=1000")}{_COMMON_TAIL}
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Coefficients, with exact zeros; shape (n_features,) for one target.
+        float32 for float32 ``X``, else float64.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Intercepts; ``0.0`` without ``fit_intercept``.
+{_ATTRS_DOC}
+    See Also
+    --------
+    Lasso : The pure L1 penalty.
+    sklearn.linear_model.ElasticNet : The single-machine estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic import ElasticNet
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 5))
+    >>> y = X @ np.array([2.0, 0.0, 0.0, -1.0, 0.0]) + 0.1 * rng.normal(size=300)
+    >>> model = ElasticNet(alpha=0.1, l1_ratio=0.9, tol=1e-8).fit(X, y)
+    >>> np.flatnonzero(model.coef_).tolist()
+    [0, 3]
+    """
+
+    _parameter_constraints = {
+        **_CoCoABase._parameter_constraints,
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+        "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both")],
+    }
+
+    # not parameters: the intercept is free, centred away as scikit-learn's is
+    penalize_intercept = False
+    intercept_scaling = 1.0
+
+    def __init__(self, alpha=1.0, *, l1_ratio=0.5, tol=1e-4, max_iter=1000,
+                 fit_intercept=True, random_state=None, verbose=0, warm_start=False,
+                 client=None, backend="auto", n_workers=None, chunks_per_worker=None,
+                 local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
+                 straggler_policy="preempt", n_backup=None, cluster_model=None,
+                 scaling_policy=None, min_workers=None, release_workers="auto"):
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.client = client
+        self.backend = backend
+        self.n_workers = n_workers
+        self.chunks_per_worker = chunks_per_worker
+        self.local_steps = local_steps
+        self.gamma = gamma
+        self.sigma = sigma
+        self.acceleration = acceleration
+        self.straggler_policy = straggler_policy
+        self.n_backup = n_backup
+        self.cluster_model = cluster_model
+        self.scaling_policy = scaling_policy
+        self.min_workers = min_workers
+        self.release_workers = release_workers
+
+    def _l1_ratio(self):
+        return float(self.l1_ratio)
+
+    def _penalties(self, n):
+        # scikit-learn's objective is already divided by n
+        rho = self._l1_ratio()
+        return (1.0 - rho) * self.alpha, rho * self.alpha
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+            Training data.
+        y : array-like or dask array of shape (n,) or (n, n_targets)
+            Targets.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights of the samples, rescaled to sum to ``n``.
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
+        if sample_weight is not None:
+            if _is_dask_collection(sample_weight):
+                sample_weight = sample_weight / sample_weight.mean()
+            else:
+                sample_weight = np.asarray(sample_weight, dtype=np.float64)
+                total = sample_weight.sum()
+                if np.isfinite(total) and total > 0:
+                    sample_weight = sample_weight * (sample_weight.size / total)
+        return self._fit(X, y, sample_weight)
+
+
+class Lasso(ElasticNet):
+    __doc__ = f"""Linear regression with an L1 penalty (the Lasso), trained with distributed CoCoA+.
+
+    Minimises ``1/(2n) Σ c_i (y_i - x_i·w - b)² + alpha ‖w‖₁`` with ``b``
+    free (scikit-learn's Lasso), for one or several targets: an
+    :class:`ElasticNet` with ``l1_ratio=1``.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Regularisation strength (must be positive).\
+{_COMMON_HEAD.replace("default=200", "default=1000")}{_COMMON_TAIL}
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Coefficients, with exact zeros; shape (n_features,) for one target.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Intercepts; ``0.0`` without ``fit_intercept``.
+{_ATTRS_DOC}
+    See Also
+    --------
+    ElasticNet : An L2 part too.
+    sklearn.linear_model.Lasso : The single-machine estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic import Lasso
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 5))
+    >>> y = X @ np.array([2.0, 0.0, 0.0, -1.0, 0.0]) + 0.1 * rng.normal(size=300)
+    >>> np.flatnonzero(Lasso(alpha=0.1, tol=1e-8).fit(X, y).coef_).tolist()
+    [0, 3]
+    """
+
+    _parameter_constraints = {
+        k: v for k, v in ElasticNet._parameter_constraints.items() if k != "l1_ratio"}
+
+    def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=1000, fit_intercept=True,
+                 random_state=None, verbose=0, warm_start=False, client=None,
+                 backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
+                 gamma=1.0, sigma=None, acceleration="auto", straggler_policy="preempt",
+                 n_backup=None, cluster_model=None, scaling_policy=None, min_workers=None,
+                 release_workers="auto"):
+        self.alpha = alpha
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.client = client
+        self.backend = backend
+        self.n_workers = n_workers
+        self.chunks_per_worker = chunks_per_worker
+        self.local_steps = local_steps
+        self.gamma = gamma
+        self.sigma = sigma
+        self.acceleration = acceleration
+        self.straggler_policy = straggler_policy
+        self.n_backup = n_backup
+        self.cluster_model = cluster_model
+        self.scaling_policy = scaling_policy
+        self.min_workers = min_workers
+        self.release_workers = release_workers
+
+    def _l1_ratio(self):
+        return 1.0
 
 
 class PoissonRegressor(RegressorMixin, _CoCoABase):

