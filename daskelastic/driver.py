@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .losses import HINGE, LOGISTIC, POISSON, SOFTMAX, SQUARED, SQUARED_HINGE
+from .losses import HINGE, POISSON, SOFTMAX
 from .objective import (
     elastic_net_gap,
     free_intercept_gap,
     intercept_step,
     objective_from_gap,
-    soft_threshold,
     softmax_free_intercept_gap,
 )
 from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
+from .schedules import Acceleration, SigmaSchedule
 
 __all__ = ["Problem", "Backend", "FitResult", "WorkersLost", "ConnectionLost", "run_cocoa"]
 
@@ -496,64 +496,10 @@ class FitResult:
     history: list = field(default_factory=list)
 
 
-#: Initial proximal weight of the acceleration: ``κ = c·sqrt(λ · mean ‖x_i‖²)``
-#: (fitted on real one-hot tables of 4,000 to 327,346 rows, where the best κ
-#: grew like the square root of λ).
-ACCELERATION_KAPPA = 0.25
-#: An outer (Catalyst) step is taken once the inner gap fell by this factor.
-_INNER_REDUCTION = 0.3
-#: An outer step is also taken after this many rounds of a proximal problem
-#: whose gap is below ``_STUCK_INNER_RATIO`` times the mismatch term of the
-#: certified gap (the distance to the centre), whether or not it fell by
-#: ``_INNER_REDUCTION``: solving the proximal problem better cannot lower the
-#: gap then.  Without it, a proximal problem solved from a nearly optimal
-#: start could hover above ``_INNER_REDUCTION`` of its first gap for 20 rounds
-#: (logistic, flights, 4 workers, seed 1: the gap held at 1.8e-3 in rounds
-#: 54-72, the inner gap at 3-5e-6 against 9e-4).
-_STUCK_INNER_ROUNDS = 2
-_STUCK_INNER_RATIO = 0.1
-#: With ``acceleration="auto"``, κ doubles when a proximal problem took at least
-#: this many rounds, and halves when it took one.
-_SLOW_INNER_ROUNDS = 10
-#: For the hinge, κ halves instead when a proximal problem took at least this
-#: many rounds: there a larger κ cost rounds (measured, see ``_next_kappa``).
-_HINGE_SLOW_INNER_ROUNDS = 5
-#: For the hinge, κ is also multiplied by ``_HINGE_STALL_FACTOR`` when the
-#: certified relative gap fell by less than ``_HINGE_STALL_RATIO`` over the
-#: last ``_HINGE_STALL_OUTERS`` outer steps at one κ.  On the full flights
-#: table the proximal problems ended in about two rounds each, so the rule
-#: above never fired, while the gap crept from 9.5e-4 to 2e-4 over 280 rounds
-#: at κ = 1.2e-3 (2 workers, C = 1; 345 rounds to 1e-4, 55 without
-#: acceleration).  Measured in-process, rounds to 1e-4 (see the docs'
-#: *Algorithms* page): full flights C = 1, 2 and 4 workers, 3 seeds: 227-345
-#: without the rule, 137-168 halving κ, 101-147 dividing it by ten; C = 10:
-#: 311/346, 204/310, 136/211.  Flights (60,000 rows) and diamonds, C in
-#: {0.1, 1, 10}, 2 and 4 workers, 3 seeds (36 fits): dividing by ten needed
-#: fewer rounds than without the rule in 6, more in 2 (C = 10: 146 -> 174,
-#: 383 -> 385), the same in 28.  Over 8 outer steps (halving) it cost diamonds
-#: at C >= 1 up to 1.9x.
-_HINGE_STALL_OUTERS = 12
-_HINGE_STALL_RATIO = 0.8
-_HINGE_STALL_FACTOR = 0.1
-#: With ``acceleration="auto"``, logistic regression (and on one worker every
-#: classification loss) starts without acceleration and switches it on once
-#: the relative gap fell by less than ``_PLAIN_RATIO`` over the last
-#: ``_PLAIN_WINDOW`` rounds (see ``run_cocoa``).
-_PLAIN_WINDOW = 6
-_PLAIN_RATIO = 0.6
-#: For the hinge, whose gap jumps from round to round: the smallest gap of the
-#: last ``_HINGE_PLAIN_WINDOW`` rounds against the smallest before them.
-_HINGE_PLAIN_WINDOW = 12
 #: The scales ``s`` of the dual state ``s·α`` a warm start chooses from (see
 #: ``_start_duals``): 0 (a cold start, when the dual prefers it) and ratios of
 #: 2^(1/3) from 1/64 to 64.
 WARM_SCALES = np.concatenate([[0.0], 2.0 ** (np.arange(-18, 19) / 3.0)])
-#: Catalyst's outer state when no centre has been taken yet: the previous
-#: outer iterate and its primal, the first gap and the rounds of the current
-#: proximal problem.
-_NO_CENTRE = (None, np.inf, None, 0, 0)
-
-
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
               local_steps=None, random_state=0, acceleration="auto",
               straggler_policy=None, callback=None, round_hook=None,
@@ -704,86 +650,44 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                                   max_workers)
     injection = INJECTED_SLOWDOWN.get()
     t0 = backend.clock()
-    lam, n = problem.lam, problem.n_samples
-    adaptive = acceleration == "auto"
-    l1 = problem.l1
+    n, d = problem.n_samples, problem.n_features
     setup_events = backend.take_events()   # e.g. workers lost while the data loaded
     while True:
         try:
-            kappa = _kappa(acceleration, backend, problem)
-            if not kappa and lam == 0:
-                raise ValueError("a pure L1 penalty needs the acceleration (its proximal "
-                                 "problems are what the rounds solve): pass "
-                                 "acceleration='auto' or a positive value")
-            kappa_later = 0.0          # κ to switch on once the plain rounds slow down
-            if adaptive and kappa and lam > 0 and (problem.loss in (LOGISTIC, SOFTMAX)
-                                                   or w_start is not None):
-                # (a warm start is near the optimum: plain rounds first)
-                kappa_later, kappa = kappa, 0.0
-            elif adaptive and not kappa:
-                kappa_later = _kappa_if_stalled(backend, problem)
+            accel = Acceleration.for_fit(acceleration, backend, problem,
+                                         warm=w_start is not None)
             break
         except WorkersLost as lost:   # α = 0 everywhere: nothing else to repair
             if elastic is None:
                 raise
             setup_events.extend(_recover(elastic, backend, lost.workers)[0])
-    plain_gaps = []
-    outer_gaps = []            # certified gaps at the outer steps (see _next_kappa)
-    lam_in = lam + kappa
-    inv_lam_n = 1.0 / (lam_in * n)
-    v = problem.zeros()        # = Σ α_i x_i / (λ' n), the proximal problem's iterate
-    shift = problem.zeros()    # = κ y / λ'; the iterate is w = v + shift
-    d = problem.n_features
+    sigmas = SigmaSchedule(sigma, gamma, problem.loss)
+    v = problem.zeros()        # = Σ α_i x_i / (λ′ n), the proximal problem's dual image
     if w_start is not None:
-        u, more = _start_duals(w_start, backend, elastic, lam, n)
+        u, more = _start_duals(w_start, backend, elastic, problem.lam, n)
         setup_events.extend(more)
-        if kappa:
-            # the first centre is w(α), the iterate then stays w(α); for a
-            # pure L1 it is w_start, which is the iterate at that optimum
-            centre = w_start if lam == 0 else _iterate(u / lam, 0.0, l1, lam, d)
-            v, shift = u / lam_in, (kappa / lam_in) * centre
-        else:
-            v = u / lam
+        v = accel.start(u, w_start)
     # a free intercept is not part of v: the driver moves it (intercept_step)
     # and the certificate adds the constraint Σ α_i = 0 (free_intercept_gap)
     free = problem.free_intercept
     b = np.zeros(problem.n_targets) if w_start is None or not free \
         else np.array(w_start[d], dtype=np.float64)
-    penalised = slice(0, d) if free else slice(None)
-    w_outer_prev, p_outer_prev, inner_start, inner_rounds, streak = _NO_CENTRE
     history = []
     settlements = {}
     drop_streak = {}           # worker -> rounds in a row its work was dropped
     converged = stop_requested = False
     objective = None
-    n_iter = n_outer = 0
+    n_iter = 0
     seed = 0 if random_state is None else int(random_state)
-    # σ′ below the safe K leaves each local problem less curvature than the
-    # others' updates need; the step t ≤ 1 then restores the dual's ascent,
-    # but the Poisson loss's exponential overflows first (margins of
-    # hundreds after one such round): it keeps the safe σ′
-    adaptive_sigma = sigma is None and problem.loss not in (HINGE, POISSON)
-    sigma_next = None          # adaptive: (σ′ the last round asks for, results it added)
-    adapted_last = False       # adaptive: whether the last round ran with that σ′
     for round_id in range(max_iter + 1):
         settlements = backend.between_rounds(settlements)
         last = round_id == max_iter
         events, setup_events = setup_events, []
         while True:
             workers = backend.workers()
-            K = len(workers)
-            plan = (WaitPolicy() if last else policy).plan(K)
-            k_max = plan.max_used or K
-            sig = gamma * k_max if sigma is None else float(sigma)
-            adapted = adaptive_sigma and sigma_next is not None and not adapted_last
-            if adapted:
-                # every other round; the safe rounds between damp what the
-                # smaller σ′ overshoots along directions the workers' rows share
-                # (the dual's bound measures ‖ΣΔv‖², blind to that; the primal
-                # objective sees it).  Scaled to the results this round can add
-                wanted, added = sigma_next
-                sig = min(max(wanted * k_max / added, min(1.0, sig)), sig)
-            w = _iterate(v, shift, l1, lam_in, d)
+            plan = (WaitPolicy() if last else policy).plan(len(workers))
+            sig = sigmas.plan(plan.max_used or len(workers))
+            w = accel.iterate(v)
             if free:
                 w[d] = b
             slowdowns = None if injection is None else injection.factors(round_id, workers)
@@ -791,7 +695,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                 {k for k in workers if drop_streak.get(k, 0) >= plan.max_drops}
             try:
                 outcome = run_planned_round(backend, plan, round_id, w, settlements,
-                                            inv_lam_n=inv_lam_n, sigma=sig,
+                                            inv_lam_n=accel.inv_lam_n, sigma=sig,
                                             steps=0 if last else local_steps, seed=seed,
                                             slowdowns=slowdowns, required=required,
                                             drop_streak=drop_streak)
@@ -801,98 +705,31 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
                     raise
                 # the round is discarded everywhere; the lost chunks restart
                 # from α = 0 and w follows the surviving α
-                more, v = _recover(elastic, backend, lost.workers, inv_lam_n,
+                more, v = _recover(elastic, backend, lost.workers, accel.inv_lam_n,
                                    discard_round=round_id, settlements=settlements)
                 events.extend(more)
                 settlements = {}
                 policy.reset()
-                sigma_next = None
-                plain_gaps.clear()   # the gap jumps with the lost α: not a slowdown
-                outer_gaps.clear()
-        adapted_last = adapted
+                sigmas.reset()
+                accel.workers_lost()
+        sigmas.ran()
         results = outcome.results
         used = set() if last else outcome.used
         # sums in a fixed order, not arrival order or a set's (which follows the
         # hash seed): their last bits can change the rounds a fit needs
         order = sorted(results, key=str)
         added = [results[k] for k in order if k in used]
-        loss_sum = sum(results[k].loss_sum for k in order)
-        dual_sum = sum(results[k].dual_sum for k in order)
-        fenchel_young = sum(results[k].alpha_z_sum for k in order) + loss_sum - dual_sum
-        if free:
-            intercept_sums = sum(results[k].intercept_sums[0] for k in order)
-            positive_x = sum(results[k].intercept_sums[1] for k in order
-                             if results[k].intercept_sums[1] is not None)
-        if l1:
-            # the gap to a feasible, rescaled dual point (elastic_net_gap); what
-            # exceeds the proximal problem's own gap FY/n is the mismatch
-            gap = elastic_net_gap(loss_sum, dual_sum, w[:d], lam_in * v[:d], lam, l1, n,
-                                  (intercept_sums, positive_x) if free else None,
-                                  softmax=problem.loss == SOFTMAX)
-            mismatch = max(gap - fenchel_young / n, 0.0)
-        else:
-            # P(w) − D(α) = FY/n + λ/2 ‖w − (λ'/λ) v‖²: both terms ≥ 0
-            mismatch = 0.5 * lam * float(np.sum(np.square(
-                (w - (lam_in / lam) * v)[penalised]))) if kappa else 0.0
-            gap = max(fenchel_young / n, 0.0) + mismatch
-            if free:
-                certify = softmax_free_intercept_gap if problem.loss == SOFTMAX \
-                    else free_intercept_gap
-                gap = max(gap + certify(intercept_sums, positive_x, b,
-                                        (lam_in / lam) * v[:d], lam, n), 0.0)
-        objective = objective_from_gap(loss_sum, gap, w[penalised], lam, n, l1)
-        if not (np.isfinite(objective.primal) and np.isfinite(objective.gap)):
-            # input validation lets through finite values whose squares or
-            # products overflow (|x| ~ 1e155 and beyond): no certificate, and
-            # coefficients of NaN, would follow
-            raise ValueError(
-                f"the objective is not finite in round {round_id} (primal "
-                f"{objective.primal:.3g}, gap {objective.gap:.3g}): values of X, y or "
-                "sample_weight too large for float64 arithmetic; rescale them (X e.g. "
-                "with StandardScaler)")
+        objective, fenchel_young, mismatch, intercept_sums = _certify(
+            problem, round_id, [results[k] for k in order], w, v, b, accel)
         proposal = sum(r.dw for r in added) if added else None
-        step = gamma
-        if adaptive_sigma and added:
-            best_step = _best_step(sum(r.dual_change for r in added), proposal, w,
-                                   lam_in, n)
-            if best_step is not None:
-                step = min(gamma, best_step)
-                sigma_next = (sig / best_step, len(used))
-            else:   # no usable bound (rounding near the optimum): the CoCoA+-safe
-                step = min(gamma, sig / len(used))   # step, and the safe σ′ next
-                sigma_next = None
-        entry = {
-            "round": round_id,
-            "time": backend.clock() - t0,
-            "duality_gap": objective.relative_gap,
-            "gap": objective.gap,
-            "primal": objective.primal,
-            "dual": objective.dual,
-            "n_workers": K,
-            "n_used": len(used),
-            "n_dropped": len(outcome.dropped),
-            "n_preempted": len(outcome.preempted & used),
-            "n_backup": plan.n_backup,
-            "steps": sum(results[k].steps for k in used),
-            "sigma": sig,
-            "step": step if used else 0.0,
-            "outer": n_outer,
-            "kappa": kappa,
-            "worker_seconds": {str(k): r.seconds for k, r in results.items()},
-            "worker_cpu_seconds": {str(k): r.cpu_seconds for k, r in results.items()},
-            "worker_arrival": {str(k): t for k, t in outcome.arrival.items()},
-            "worker_rows": {str(k): r.n_rows for k, r in results.items()},
-            "worker_status": {str(k): _status(k, outcome) for k in results},
-            "cut": outcome.cut,
-            "round_seconds": backend.clock() - outcome.start,
-            "policy": policy.name,
-            "policy_estimate": plan.estimate,
-            "cost": backend.cost(),
-            "events": events,
-        }
+        step = sigmas.observe(sig, len(added), sum(r.dual_change for r in added), proposal,
+                              w, accel.lam_in, n)
+        entry = _history_entry(round_id, backend.clock() - t0, objective, len(workers),
+                               outcome, used, plan, sig, step, accel, policy, backend,
+                               events)
         history.append(entry)
         if round_hook is not None:
-            round_hook(round_id, w, backend, v, inv_lam_n)
+            round_hook(round_id, w, backend, v, accel.inv_lam_n)
         stop_requested = bool(callback(entry)) if callback is not None else False
         converged = objective.relative_gap <= tol
         if converged or last or stop_requested:
@@ -906,7 +743,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         if used:
             v = v + step * proposal
         if free:   # Σ α_i = v[d]·λ′n: the intercept feature's coefficient in v is 1
-            b = b + intercept_step(intercept_sums, v[d] / inv_lam_n, problem.loss)
+            b = b + intercept_step(intercept_sums, v[d] / accel.inv_lam_n, problem.loss)
         settlements = {k: (round_id, step if k in used else None) for k in results}
         n_iter = round_id + 1
         policy.observe(RoundRecord(
@@ -916,76 +753,24 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             duration=backend.clock() - outcome.start, gap=objective.relative_gap,
             n_backup=plan.n_backup))
         if elastic is not None:
-            elastic.observe(entry, results)
-            try:
-                more, settled, alpha_reset = elastic.between_rounds(entry, settlements)
-                lost = None    # (recovered from inside, if at all)
-            except WorkersLost as error:   # a worker died during a move or a release
-                more, settled, alpha_reset, lost = [], True, True, error.workers
-            if alpha_reset:
-                extra, v = _recover(elastic, backend, lost, inv_lam_n, settlements=settlements)
-                more = more + extra
+            more, settled, v = _elastic_between_rounds(elastic, backend, entry, results,
+                                                       settlements, v, accel.inv_lam_n)
             if settled:
                 settlements = {}
             if more:
                 events.extend(more)
                 policy.reset()
-                sigma_next = None
-                plain_gaps.clear()
-                outer_gaps.clear()
-                if adaptive and not _auto_accelerates(backend, problem):
-                    kappa_later = _kappa_if_stalled(backend, problem)
-                    if kappa:
-                        # "auto" accelerates classification on two or more workers
-                        # only: on one, SDCA alone is fast.  α stays; its iterate
-                        # becomes w(α) of the original problem.
-                        kappa = 0.0
-                        v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa,
-                                                               problem.zeros())
-                        w_outer_prev, p_outer_prev, inner_start, inner_rounds, streak = _NO_CENTRE
-                        continue
-        if kappa_later:
-            plain_gaps.append(objective.relative_gap)
-            if _plain_stalled(plain_gaps, problem.loss):
-                # plain rounds stopped paying: accelerate from here, with the
-                # current iterate as the first centre.  α stays, so v follows
-                # λ' = λ + κ and w = v + shift is unchanged.
-                kappa, kappa_later = kappa_later, 0.0
-                v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa,
-                                                       _iterate(v, shift, l1, lam_in, d))
-                w_outer_prev, p_outer_prev, inner_start, inner_rounds, streak = _NO_CENTRE
-                sigma_next = None
-                # the gap's fall per round changes with the switch: progress a
-                # straggler policy measured in plain rounds no longer holds
-                # (the workers' round times do)
-                policy.restart_progress(round_id + 1)
-                continue
-        if kappa:
-            inner_gap = max(fenchel_young / n, 0.0)
-            inner_start = inner_gap if inner_start is None else inner_start
-            inner_rounds += 1
-            if inner_gap <= _INNER_REDUCTION * inner_start or (
-                    inner_rounds >= _STUCK_INNER_ROUNDS
-                    and inner_gap <= _STUCK_INNER_RATIO * mismatch):
-                # the proximal problem is solved well enough, or as well as
-                # matters: the certified gap is the mismatch to the centre,
-                # which only moving the centre lowers.  Move it
-                # (α stays: the proposals just committed warm-start the next one)
-                q = np.sqrt(lam / lam_in)
-                streak = streak + 1 if objective.primal <= p_outer_prev else 0
-                # Catalyst's momentum (Lin, Mairal and Harchaoui 2015): constant for
-                # a strongly convex P, (k − 1)/(k + 2) without (a pure L1); restarted
-                # (0) when the primal went up
-                beta = 0.0 if not streak else (1 - q) / (1 + q) if q > 0 \
-                    else (streak - 1) / (streak + 2)
-                y = w if w_outer_prev is None else w + beta * (w - w_outer_prev)
-                w_outer_prev, p_outer_prev = w, objective.primal
-                if adaptive:
-                    kappa = _next_kappa(kappa, inner_rounds, problem.loss, outer_gaps,
-                                        objective.relative_gap)
-                v, lam_in, inv_lam_n, shift = _reweigh(v, lam, lam_in, n, kappa, y)
-                inner_start, inner_rounds = None, 0
-                n_outer += 1
+                sigmas.reset()
+                v, switched_off = accel.workers_changed(v, backend)
+                if switched_off:
+                    continue
+        v, switched_on = accel.observe(v, w, objective, max(fenchel_young / n, 0.0), mismatch)
+        if switched_on:
+            sigmas.reset()
+            # the gap's fall per round changes with the switch: progress a
+            # straggler policy measured in plain rounds no longer holds (the
+            # workers' round times do)
+            policy.restart_progress(round_id + 1)
     if not converged and not stop_requested:
         warnings.warn(
             f"daskelastic did not reach tol={tol:g} in max_iter={max_iter} rounds "
@@ -993,6 +778,110 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             "tol, or standardise the features (the rounds needed grow with C·‖x‖²)",
             ConvergenceWarning, stacklevel=3)
     return FitResult(w, n_iter, converged, objective, history)
+
+
+def _elastic_between_rounds(elastic, backend, entry, results, settlements, v, inv_lam_n):
+    """Scale-in, joins and rebalancing after a committed round: ``(events, settled, v)``.
+
+    ``settled``: the round's settlements were applied during the moves.  A
+    worker that dies during a move or a release is recovered from here, and
+    ``v`` follows the surviving ``α``.
+    """
+    elastic.observe(entry, results)
+    try:
+        more, settled, alpha_reset = elastic.between_rounds(entry, settlements)
+        lost = None    # (recovered from inside, if at all)
+    except WorkersLost as error:   # a worker died during a move or a release
+        more, settled, alpha_reset, lost = [], True, True, error.workers
+    if alpha_reset:
+        extra, v = _recover(elastic, backend, lost, inv_lam_n, settlements=settlements)
+        more = more + extra
+    return more, settled, v
+
+
+def _certify(problem, round_id, results, w, v, b, accel):
+    """The certificate of the round-start iterate ``w`` from the workers' sums.
+
+    Returns ``(objective, FY, mismatch, intercept_sums)``: the
+    :class:`~daskelastic.objective.Objective` of ``w`` (and the free
+    intercept ``b``); the Fenchel–Young sum ``FY``, ``n`` times the proximal
+    problem's own gap; the part of the certified gap beyond ``FY/n`` (the
+    distance to Catalyst's centre, or the rescaling of an L1 dual point); and
+    the summed intercept sums of a free intercept (None without one).
+    """
+    n, d, lam, l1 = problem.n_samples, problem.n_features, problem.lam, problem.l1
+    loss_sum = sum(r.loss_sum for r in results)
+    dual_sum = sum(r.dual_sum for r in results)
+    fenchel_young = sum(r.alpha_z_sum for r in results) + loss_sum - dual_sum
+    free = problem.free_intercept
+    penalised = slice(0, d) if free else slice(None)
+    intercept_sums = positive_x = None
+    if free:
+        intercept_sums = sum(r.intercept_sums[0] for r in results)
+        positive_x = sum(r.intercept_sums[1] for r in results
+                         if r.intercept_sums[1] is not None)
+    if l1:
+        # the gap to a feasible, rescaled dual point (elastic_net_gap); what
+        # exceeds the proximal problem's own gap FY/n is the mismatch
+        gap = elastic_net_gap(loss_sum, dual_sum, w[:d], accel.lam_in * v[:d], lam, l1, n,
+                              (intercept_sums, positive_x) if free else None,
+                              softmax=problem.loss == SOFTMAX)
+        mismatch = max(gap - fenchel_young / n, 0.0)
+    else:
+        # P(w) − D(α) = FY/n + λ/2 ‖w − (λ'/λ) v‖²: both terms ≥ 0
+        mismatch = accel.mismatch(w, v, penalised)
+        gap = max(fenchel_young / n, 0.0) + mismatch
+        if free:
+            certify = softmax_free_intercept_gap if problem.loss == SOFTMAX \
+                else free_intercept_gap
+            gap = max(gap + certify(intercept_sums, positive_x, b,
+                                    (accel.lam_in / lam) * v[:d], lam, n), 0.0)
+    objective = objective_from_gap(loss_sum, gap, w[penalised], lam, n, l1)
+    if not (np.isfinite(objective.primal) and np.isfinite(objective.gap)):
+        # input validation lets through finite values whose squares or
+        # products overflow (|x| ~ 1e155 and beyond): no certificate, and
+        # coefficients of NaN, would follow
+        raise ValueError(
+            f"the objective is not finite in round {round_id} (primal "
+            f"{objective.primal:.3g}, gap {objective.gap:.3g}): values of X, y or "
+            "sample_weight too large for float64 arithmetic; rescale them (X e.g. "
+            "with StandardScaler)")
+    return objective, fenchel_young, mismatch, intercept_sums
+
+
+def _history_entry(round_id, time, objective, n_workers, outcome, used, plan, sig, step,
+                   accel, policy, backend, events):
+    """The round's entry of ``history_`` (its keys are :func:`run_cocoa`'s Returns)."""
+    results = outcome.results
+    return {
+        "round": round_id,
+        "time": time,
+        "duality_gap": objective.relative_gap,
+        "gap": objective.gap,
+        "primal": objective.primal,
+        "dual": objective.dual,
+        "n_workers": n_workers,
+        "n_used": len(used),
+        "n_dropped": len(outcome.dropped),
+        "n_preempted": len(outcome.preempted & used),
+        "n_backup": plan.n_backup,
+        "steps": sum(results[k].steps for k in used),
+        "sigma": sig,
+        "step": step if used else 0.0,
+        "outer": accel.n_outer,
+        "kappa": accel.kappa,
+        "worker_seconds": {str(k): r.seconds for k, r in results.items()},
+        "worker_cpu_seconds": {str(k): r.cpu_seconds for k, r in results.items()},
+        "worker_arrival": {str(k): t for k, t in outcome.arrival.items()},
+        "worker_rows": {str(k): r.n_rows for k, r in results.items()},
+        "worker_status": {str(k): _status(k, outcome) for k in results},
+        "cut": outcome.cut,
+        "round_seconds": backend.clock() - outcome.start,
+        "policy": policy.name,
+        "policy_estimate": plan.estimate,
+        "cost": backend.cost(),
+        "events": events,
+    }
 
 
 def _recover(elastic, backend, lost, inv_lam_n=None, **kwargs):
@@ -1044,51 +933,6 @@ def _start_duals(w, backend, elastic, lam, n):
             events.extend(_recover(elastic, backend, lost.workers)[0])
 
 
-def _iterate(v, shift, l1, lam_in, d):
-    """The primal iterate of the dual state: ``v + shift``, its ``d`` feature rows
-    soft-thresholded by ``μ / λ′`` when the problem has an L1 part (``l1 = μ``);
-    see :func:`daskelastic.objective.soft_threshold`."""
-    w = v + shift
-    if l1:
-        w[:d] = soft_threshold(w[:d], l1 / lam_in)
-    return w
-
-
-def _reweigh(v, lam, lam_in, n, kappa, centre):
-    """The iterate's parts for a new proximal weight ``κ`` and centre ``y``.
-
-    α does not change, so ``v = Σ α_i x_i / (λ' n)`` follows ``λ' = λ + κ``;
-    returns ``(v, λ', 1 / (λ' n), κ y / λ')``.  The iterate ``v + κ y / λ'``
-    is unchanged when ``y`` is the current iterate.
-    """
-    lam_new = lam + kappa
-    return v * (lam_in / lam_new), lam_new, 1.0 / (lam_new * n), (kappa / lam_new) * centre
-
-
-def _best_step(change, proposal, w, lam_in, n):
-    """The step along the added proposals that maximises a lower bound of the dual's gain.
-
-    With ``V = Σ Δv_k`` (``proposal``) over the added workers and
-    ``c = Σ Δ(dual sum)_k`` (``change``, the sum of their
-    :attr:`~daskelastic.solvers.LocalResult.dual_change`), the dual
-    ``D(α) = Σ dual_i / n − λ′⟨v, s⟩ − λ′‖v‖²/2`` (``s`` the acceleration's
-    shift, ``w = v + s``) gains, for the step ``t ∈ [0, 1]``,
-
-    ``D(α + tΔα) − D(α) ≥ t (c/n − λ′⟨V, w⟩) − t² λ′‖V‖²/2``,
-
-    because each dual value is concave in ``α_i`` (equality for the hinge and
-    at ``t = 1``).  Returns the maximiser ``t* = (c/n − λ′⟨V, w⟩) / (λ′‖V‖²)``
-    (unclipped), or None when the proposals are empty or the bound has no
-    positive slope (rounding on a converged fit).  Every local solver raises
-    its own CoCoA+ subproblem, so the slope is at least ``σ′λ′ Σ‖Δv_k‖²/2 > 0``.
-    """
-    curvature = lam_in * float(np.sum(proposal * proposal))
-    slope = change / n - lam_in * float(np.sum(proposal * w))
-    if not (curvature > 0.0 and slope > 0.0 and np.isfinite(slope)):
-        return None
-    return slope / curvature
-
-
 def _elastic_controller(backend, scaling_policy, min_workers, release_workers,
                         max_workers):
     """The :class:`~daskelastic.elastic.ElasticController` of an elastic backend, or None."""
@@ -1114,147 +958,4 @@ def _status(worker, outcome):
     return "used"
 
 
-def _next_kappa(kappa, inner_rounds, loss, outer_gaps=None, gap=None):
-    """κ of the next proximal problem under ``acceleration="auto"``.
 
-    Halved after a proximal problem solved in one round.  Otherwise doubled
-    after one that took ``_SLOW_INNER_ROUNDS`` or more, except for the hinge:
-    there it is halved after one that took ``_HINGE_SLOW_INNER_ROUNDS`` or
-    more.  For the hinge, over 18 in-process fits to a gap of 1e-4
-    (``benchmarks/bench_acceleration.py``), doubling had left 5 fits short
-    after 600 rounds, halving leaves 1; 9 fits need fewer rounds, 1 more.
-
-    For the hinge, given ``outer_gaps`` (the certified relative gaps at the
-    outer steps since κ last changed, which this keeps) and this step's
-    ``gap``, κ is also lowered by ``_HINGE_STALL_FACTOR`` once those steps
-    stalled (:func:`_outer_stalled`).  The count starts afresh whenever κ
-    changes, so the stall is measured under one κ and only one rule changes
-    κ in a step.
-
-    Examples
-    --------
-    >>> from daskelastic.driver import _next_kappa
-    >>> from daskelastic.losses import HINGE, LOGISTIC
-    >>> _next_kappa(1.0, 12, LOGISTIC), _next_kappa(1.0, 12, HINGE), _next_kappa(1.0, 1, HINGE)
-    (2.0, 0.5, 0.5)
-    >>> gaps = [1e-3] * 12
-    >>> _next_kappa(1.0, 2, HINGE, gaps, 1e-3), gaps
-    (0.1, [])
-    """
-    if inner_rounds <= 1:
-        new = 0.5 * kappa
-    elif loss == HINGE:
-        new = 0.5 * kappa if inner_rounds >= _HINGE_SLOW_INNER_ROUNDS else kappa
-    else:
-        new = 2.0 * kappa if inner_rounds >= _SLOW_INNER_ROUNDS else kappa
-    if loss != HINGE or outer_gaps is None:
-        return new
-    if new != kappa:
-        outer_gaps.clear()
-    outer_gaps.append(gap)
-    if _outer_stalled(outer_gaps):
-        outer_gaps.clear()
-        new *= _HINGE_STALL_FACTOR
-    return new
-
-
-def _outer_stalled(gaps):
-    """Whether the hinge's outer steps stalled (then ``acceleration="auto"`` lowers κ tenfold).
-
-    ``gaps`` are the certified relative gaps at the outer steps since κ last
-    changed (by either rule); stalled means the last fell by less than
-    ``_HINGE_STALL_RATIO`` against the one ``_HINGE_STALL_OUTERS`` steps before.
-
-    Examples
-    --------
-    >>> from daskelastic.driver import _outer_stalled
-    >>> _outer_stalled([1e-3] * 13), _outer_stalled([1e-3] * 12 + [7e-4])
-    (True, False)
-    """
-    return len(gaps) > _HINGE_STALL_OUTERS and \
-        gaps[-1] > _HINGE_STALL_RATIO * gaps[-1 - _HINGE_STALL_OUTERS]
-
-
-def _auto_accelerates(backend, problem):
-    """Whether ``acceleration="auto"`` accelerates this fit.
-
-    On two or more workers, always, and a pure L1 problem always (its rounds
-    solve the proximal problems).  On one, only the squared loss (Ridge):
-    on the diamonds table SDCA alone needed 369 rounds (2,000 rows) and more
-    than 3,000 (50,000 rows) to a gap of 1e-6 with ``alpha=1``, Catalyst 53
-    and 33, and never more than ~1.5× its rounds at large ``alpha``; for the
-    classification losses on one worker, SDCA alone was faster (flights,
-    ``C = 1``: 41 rounds against 144) until it stalls
-    (:func:`_kappa_if_stalled`).
-    """
-    return len(backend.workers()) >= 2 or problem.loss == SQUARED or problem.lam == 0
-
-
-def _plain_stalled(gaps, loss):
-    """Whether plain rounds stopped paying (``acceleration="auto"`` then accelerates).
-
-    ``gaps`` are the relative gaps of the plain rounds so far.  Stalled: the
-    last fell by less than ``_PLAIN_RATIO`` against the one ``_PLAIN_WINDOW``
-    rounds before; for the hinge, whose gap jumps up and down, the smallest of
-    the last ``_HINGE_PLAIN_WINDOW`` against the smallest before them.
-
-    Examples
-    --------
-    >>> from daskelastic.driver import _plain_stalled
-    >>> from daskelastic.losses import HINGE, LOGISTIC
-    >>> _plain_stalled([1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01], LOGISTIC)
-    False
-    >>> _plain_stalled([1.0, 0.5, 0.4, 0.39, 0.38, 0.37, 0.36, 0.35], LOGISTIC)
-    True
-    >>> _plain_stalled([1e-3, 4e-3] * 7, HINGE)
-    True
-    """
-    if loss == HINGE:
-        window = _HINGE_PLAIN_WINDOW
-        return len(gaps) > window and min(gaps[-window:]) > _PLAIN_RATIO * min(gaps[:-window])
-    return len(gaps) > _PLAIN_WINDOW and \
-        gaps[-1] > _PLAIN_RATIO * gaps[-1 - _PLAIN_WINDOW]
-
-
-def _kappa_if_stalled(backend, problem):
-    """κ for ``acceleration="auto"`` to switch on if SDCA alone stalls (one worker).
-
-    On one worker SDCA alone is usually faster for classification, but at a
-    large ``C`` (or on badly scaled columns) its gap falls by a few percent a
-    round: the plain rounds then hand over to the acceleration, as logistic
-    regression's do on two workers (:func:`_plain_stalled`).  In-process, on
-    36 fits (flights 20,000 rows, Fertility, diamonds; logistic, squared hinge,
-    hinge; ``C`` 0.1 to 100) to a gap of 1e-6, 145 s → 25 s in all; every fit
-    as fast or faster in rounds but one (logistic, flights, ``C = 10``: 149
-    against 136 rounds); fits that converge fast never switch.
-    """
-    return _kappa(ACCELERATION_KAPPA, backend, problem)
-
-
-#: The losses' second derivatives (their largest, for the logistic loss)
-#: that scale κ of a pure L1 problem (see _kappa).
-_CURVATURE = {SQUARED: 1.0, LOGISTIC: 0.25, SOFTMAX: 0.25, SQUARED_HINGE: 2.0}
-
-
-def _kappa(acceleration, backend, problem):
-    """The proximal weight κ of the acceleration (0 when off)."""
-    if acceleration is None or acceleration == "none":
-        return 0.0
-    if acceleration == "auto":
-        if not _auto_accelerates(backend, problem):
-            return 0.0
-        factor = ACCELERATION_KAPPA
-    else:
-        factor = float(acceleration)
-        if factor < 0:
-            raise ValueError(f"acceleration must be 'auto', None or >= 0, got {factor}")
-    mean_sq = backend.row_sq_norm_sum() / problem.n_samples + problem.intercept_scaling ** 2
-    if problem.lam == 0:
-        # no λ to scale by: the mean eigenvalue of the loss's Hessian at 0,
-        # c̄ · mean ‖x_i‖² / d, which was within the fastest κ's range on the
-        # diamonds (Lasso), Fertility and flights (L1 logistic) tables
-        # (benchmarks/results/l1.md)
-        mean_curvature = _CURVATURE.get(problem.loss, 1.0) * (
-            mean_sq - problem.intercept_scaling ** 2) / max(problem.n_features, 1)
-        return (factor / ACCELERATION_KAPPA) * (mean_curvature or 1.0)
-    return factor * float(np.sqrt(problem.lam * mean_sq))

@@ -7,8 +7,9 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import daskelastic as de
-from daskelastic import driver
-from daskelastic.driver import (
+from daskelastic import schedules
+from daskelastic.losses import LOSSES
+from daskelastic.schedules import (
     _HINGE_SLOW_INNER_ROUNDS,
     _HINGE_STALL_FACTOR,
     _HINGE_STALL_OUTERS,
@@ -16,7 +17,6 @@ from daskelastic.driver import (
     _SLOW_INNER_ROUNDS,
     _next_kappa,
 )
-from daskelastic.losses import LOSSES
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
@@ -83,7 +83,7 @@ def test_the_hinges_kappa_falls_when_the_outer_steps_stall(monkeypatch):
     changed = kappa[1:] != kappa[:-1]
     ratio = kappa[1:][changed] / kappa[:-1][changed]
     assert np.all(np.isclose(ratio, 0.5) | np.isclose(ratio, _HINGE_STALL_FACTOR))
-    monkeypatch.setattr(driver, "_HINGE_STALL_OUTERS", 10**9)
+    monkeypatch.setattr(schedules, "_HINGE_STALL_OUTERS", 10**9)
     without = de.LinearSVC(**common).fit(X, y).history_
     assert len(h) < len(without) and h[-1]["duality_gap"] <= 1e-4
     assert h[-1]["primal"] == pytest.approx(without[-1]["primal"], rel=2e-4)
@@ -151,7 +151,7 @@ def test_the_centre_moves_once_the_proximal_gap_is_far_below_the_mismatch(
     common = dict(C=1.0, fit_intercept=False, tol=1e-5, max_iter=1000, backend="inprocess",
                   n_workers=2, random_state=1)
     new = de.LogisticRegression(**common).fit(X, y)
-    monkeypatch.setattr(driver, "_STUCK_INNER_ROUNDS", 10**9)   # the 0.3× rule alone
+    monkeypatch.setattr(schedules, "_STUCK_INNER_ROUNDS", 10**9)   # the 0.3× rule alone
     old = de.LogisticRegression(**common).fit(X, y)
     assert new.duality_gap_ <= 1e-5 and old.duality_gap_ <= 1e-5
     assert len(new.history_) < 0.85 * len(old.history_)

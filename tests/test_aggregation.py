@@ -99,7 +99,7 @@ def test_the_step_bound_holds_along_the_proposals(loss):
     Three targets, uneven sample weights, a proximal shift (``w = v + s``) and
     two workers proposing boldly (σ′ = 1), so that the proposals overlap.
     """
-    from daskelastic.driver import _best_step
+    from daskelastic.schedules import _best_step
 
     rng = np.random.default_rng(5)
     n, d, m, lam = 80, 6, 3, 0.02
