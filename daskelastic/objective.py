@@ -226,6 +226,18 @@ def soft_threshold(z, threshold):
     conjugate of ``λ/2 ‖w‖² + μ‖w‖₁`` (Shalev-Shwartz and Zhang, "Accelerated
     proximal stochastic dual coordinate ascent", 2016, §5.1).
 
+    Parameters
+    ----------
+    z : ndarray
+        The values to shrink.
+    threshold : float or ndarray
+        The amount, non-negative (an array broadcast against ``z``).
+
+    Returns
+    -------
+    ndarray
+        ``z`` moved towards zero by ``threshold``, zero where ``|z| ≤ threshold``.
+
     Examples
     --------
     >>> import numpy as np

@@ -64,7 +64,7 @@ _CURVATURE = {SQUARED: 1.0, LOGISTIC: 0.25, SOFTMAX: 0.25, SQUARED_HINGE: 2.0}
 
 
 class SigmaSchedule:
-    """σ′ of each round, and the step its proposals are added with.
+    """The σ′ of each round, and the step its proposals are added with.
 
     Parameters
     ----------
@@ -75,7 +75,7 @@ class SigmaSchedule:
         every other round after one that measured a better σ′ uses that σ′
         scaled to ``K′`` (kept between ``min(1, γK′)`` and ``γK′``), and the
         proposals are added with the step that maximises a lower bound of
-        the dual's gain (:func:`_best_step`), so that every round still
+        the dual's gain (``_best_step``), so that every round still
         raises the dual.
     gamma : float
         CoCoA+'s aggregation parameter γ, the largest step.
@@ -104,7 +104,7 @@ class SigmaSchedule:
         self._adapted = self._adapted_last = False
 
     def plan(self, k_max):
-        """σ′ of a round whose plan can add ``k_max`` results."""
+        """The σ′ of a round whose plan can add ``k_max`` results."""
         sig = self.gamma * k_max if self.fixed is None else self.fixed
         # every other round; the safe rounds between damp what a smaller σ′
         # overshoots along directions the workers' rows share (the dual's
@@ -148,7 +148,7 @@ class Acceleration:
     rescaled whenever ``λ′`` changes (``α`` itself never changes here).  The
     centres move with Nesterov momentum, restarted when the primal goes up;
     with ``acceleration="auto"`` κ adapts to how many rounds each proximal
-    problem takes (:func:`_next_kappa`), and logistic regression starts with
+    problem takes (``_next_kappa``), and logistic regression starts with
     plain rounds and switches the acceleration on once they stall.
 
     Parameters
@@ -156,9 +156,9 @@ class Acceleration:
     problem : daskelastic.driver.Problem
         The problem fitted.
     kappa : float
-        κ of the first rounds (0: plain rounds).
+        The κ of the first rounds (0: plain rounds).
     kappa_later : float
-        κ to switch on once plain rounds stall (0: never).
+        The κ to switch on once plain rounds stall (0: never).
     adaptive : bool
         ``acceleration="auto"``: κ adapts, and the plain-round rules apply.
 
