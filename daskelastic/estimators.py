@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import inspect
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -21,6 +22,7 @@ from sklearn.base import (
     _fit_context,
     clone,
 )
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
@@ -363,6 +365,40 @@ class _CoCoABase(BaseEstimator):
         w_start = self._warm_start_w(problem, encoder)
         if w_start is not None and free and centre is not None:
             w_start[d] += centre @ w_start[:d]
+        gram = self._uses_gram(problem)
+        if gram:
+            result = self._fit_gram(X, y if dask_input else Y,
+                                    sample_weight if dask_input else sw, encoder, problem,
+                                    w_start, dask_input)
+        else:
+            result = self._fit_cocoa(X, y if dask_input else Y,
+                                     sample_weight if dask_input else sw, encoder, problem,
+                                     w_start, dask_input, n_values, held)
+        if centre is not None:   # back to X's columns: b = b' − μ·w
+            result.w[d] = problem.intercept_scaling * result.w[d] - centre @ result.w[:d]
+            # (the intercept of the centred columns was free, or 0 for Ridge's)
+            problem = dataclasses.replace(problem, intercept_scaling=1.0, free_intercept=True)
+        self._set_fitted(result, encoder, problem, dtype)
+        if "solver" in self._parameter_constraints:
+            self.solver_ = "gram" if gram else "cocoa"
+        self.feature_encoder_ = frame_encoder
+        if frame_encoder is not None:   # the input's columns, not the encoded ones
+            self.n_features_in_, names = columns_in
+            if names is not None:
+                self.feature_names_in_ = names
+        return self
+
+    def _uses_gram(self, problem):
+        """Whether the fit runs the Gram solver (:mod:`daskelastic.gram`) instead of rounds."""
+        return False
+
+    def _fit_cocoa(self, X, Y, sw, encoder, problem, w_start, dask_input, n_values, held):
+        """CoCoA+ rounds on the backend the session gives: the :class:`FitResult`.
+
+        ``Y`` and ``sw`` are the encoded targets and weights in memory, or
+        the raw dask targets and weights of dask input (encoded as they load).
+        """
+        n = problem.n_samples
         policy = make_straggler_policy(self.straggler_policy, n_backup=self.n_backup)
         cpw = self.chunks_per_worker or config.get("chunks-per-worker")
         # an embedded cluster is the fit's own: it may retire workers it frees
@@ -406,7 +442,7 @@ class _CoCoABase(BaseEstimator):
                 backend = DaskBackend(client, problem, workers=workers,
                                       owns_cluster=owns_cluster)
                 if dask_input:
-                    backend.load_dask(X, y, sample_weight, encoder, persisted=held)
+                    backend.load_dask(X, Y, sw, encoder, persisted=held)
                     held.clear()   # the blocks live in the workers' solvers now
                 else:
                     k = len(backend.available_workers)
@@ -435,17 +471,7 @@ class _CoCoABase(BaseEstimator):
                 monitor.finish(result)
             finally:
                 backend.close()
-        if centre is not None:   # back to X's columns: b = b' − μ·w
-            result.w[d] = problem.intercept_scaling * result.w[d] - centre @ result.w[:d]
-            # (the intercept of the centred columns was free, or 0 for Ridge's)
-            problem = dataclasses.replace(problem, intercept_scaling=1.0, free_intercept=True)
-        self._set_fitted(result, encoder, problem, dtype)
-        self.feature_encoder_ = frame_encoder
-        if frame_encoder is not None:   # the input's columns, not the encoded ones
-            self.n_features_in_, names = columns_in
-            if names is not None:
-                self.feature_names_in_ = names
-        return self
+        return result
 
     def _encode_categories(self, X):
         """``X`` with its categorical columns one-hot encoded, the encoder and X's columns.
@@ -639,6 +665,12 @@ class _CoCoABase(BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
+
+#: ``solver="auto"`` of ElasticNet and Lasso uses the Gram solver up to this
+#: many features: its one pass costs ``n·s²`` (``s`` values per row) where a
+#: CoCoA+ round costs ``n·s``, and the rounds of an L1 fit number in the
+#: hundreds; the Gram matrix is then at most 512 KB.
+GRAM_MAX_FEATURES = 256
 
 #: A sparse X in memory of at most this many values (rows × columns) is made
 #: dense for a free intercept, to be centred (128 MB in float64).
@@ -909,6 +941,21 @@ _COMMON_HEAD = """
     fit_intercept : bool, default=True
         Fit an intercept."""
 
+
+_SOLVER_DOC = """
+    solver : {"auto", "gram", "cocoa"}, default="auto"
+        ``"gram"``: one pass sums the rows' Gram matrix ``Σ c_i x_i x_iᵀ`` and
+        correlations (block by block on the cluster for dask input, in this
+        process for in-memory input), then coordinate descent on those
+        ``d × d`` numbers runs to ``tol``, certified by the same duality gap
+        (:mod:`daskelastic.gram`; Spark MLlib's ``"normal"`` solver).
+        ``"cocoa"``: CoCoA+ rounds on the workers, with straggler policies,
+        elastic scaling and the dashboard.  ``"auto"``: ``"gram"`` up to 256
+        features, unless ``backend="simulated"`` or a ``scaling_policy`` asks
+        for rounds.  With ``"gram"`` the round parameters below
+        (``n_workers`` to ``release_workers``) are unused and
+        ``max_iter`` counts passes of coordinate descent."""
+
 _INTERCEPT_DOC = """
     intercept_scaling : float, default=1.0
         With ``penalize_intercept=True``: the intercept is the coefficient of
@@ -1071,6 +1118,14 @@ _ATTRS_DOC = """
     duality_gap_ : float
         Relative duality gap of the returned coefficients: a certificate that
         their objective is within this fraction of the optimum.
+"""
+
+
+_SOLVER_ATTR_DOC = """    solver_ : {"gram", "cocoa"}
+        The solver the fit ran (see ``solver``).  After the Gram solver
+        ``n_iter_`` counts passes of coordinate descent, and ``history_`` has
+        one entry per pass with the keys ``round``, ``time``, ``primal``,
+        ``dual``, ``gap``, ``duality_gap``, ``n_workers`` and ``solver``.
 """
 
 
@@ -1530,16 +1585,18 @@ class Ridge(_LinearRegressor):
 
 
 class ElasticNet(_LinearRegressor):
-    __doc__ = f"""Linear regression with an elastic-net penalty, trained with distributed CoCoA+.
+    __doc__ = f"""Linear regression with an elastic-net penalty: the Gram solver or CoCoA+.
 
     Minimises ``1/(2n) Σ c_i (y_i - x_i·w - b)² + alpha·l1_ratio ‖w‖₁ +
     ½ alpha (1 - l1_ratio) ‖w‖²`` with ``b`` free (scikit-learn's
     ElasticNet; its sample weights are rescaled to sum to ``n``, as
     scikit-learn's are), for one or several targets.  Coefficients are
-    exactly 0 where the optimum's are.  The rounds solve proximal problems
-    whose dual the workers raise; the duality gap of a feasible, rescaled
-    dual point certifies the result (the *Algorithms* page, *L1 and
-    elastic-net*).
+    exactly 0 where the optimum's are.  Up to 256 features one pass sums the
+    rows' Gram matrix and coordinate descent runs on it (``solver``);
+    otherwise CoCoA+'s rounds solve proximal problems whose dual the workers
+    raise.  Either way the duality gap of a feasible dual point certifies
+    the result (the *Algorithms* page, *L1 and elastic-net* and *The Gram
+    solver*).
 
     Parameters
     ----------
@@ -1548,7 +1605,7 @@ class ElasticNet(_LinearRegressor):
     l1_ratio : float in [0, 1], default=0.5
         The L1 part of the penalty: 1 is the Lasso, 0 Ridge's penalty (then
         with ``alpha`` in this class's units: ``Ridge(alpha=n·alpha)``).\
-{_COMMON_HEAD.replace("default=200", "default=1000")}{_COMMON_TAIL}
+{_COMMON_HEAD.replace("default=200", "default=1000")}{_SOLVER_DOC}{_COMMON_TAIL}
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
@@ -1556,7 +1613,7 @@ class ElasticNet(_LinearRegressor):
         float32 for float32 ``X``, else float64.
     intercept_ : float or ndarray of shape (n_targets,)
         Intercepts; ``0.0`` without ``fit_intercept``.
-{_ATTRS_DOC}
+{_ATTRS_DOC}{_SOLVER_ATTR_DOC}
     See Also
     --------
     Lasso : The pure L1 penalty.
@@ -1578,6 +1635,7 @@ class ElasticNet(_LinearRegressor):
         **_CoCoABase._parameter_constraints,
         "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
         "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both")],
+        "solver": [StrOptions({"auto", "gram", "cocoa"})],
     }
 
     # not parameters: the intercept is free, centred away as scikit-learn's is
@@ -1585,7 +1643,8 @@ class ElasticNet(_LinearRegressor):
     intercept_scaling = 1.0
 
     def __init__(self, alpha=1.0, *, l1_ratio=0.5, tol=1e-4, max_iter=1000,
-                 fit_intercept=True, random_state=None, verbose=0, warm_start=False,
+                 fit_intercept=True, solver="auto", random_state=None, verbose=0,
+                 warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
                  straggler_policy="preempt", n_backup=None, cluster_model=None,
@@ -1595,6 +1654,7 @@ class ElasticNet(_LinearRegressor):
         self.tol = tol
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
+        self.solver = solver
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
@@ -1615,6 +1675,69 @@ class ElasticNet(_LinearRegressor):
 
     def _l1_ratio(self):
         return float(self.l1_ratio)
+
+    def _uses_gram(self, problem):
+        if self.solver == "cocoa":
+            return False
+        rounds_wanted = self.backend == "simulated" or self.scaling_policy is not None
+        if self.solver == "gram":
+            if rounds_wanted:
+                raise ValueError("solver='gram' runs no rounds: backend='simulated' and "
+                                 "scaling_policy need solver='cocoa' (or 'auto')")
+            return True
+        return problem.n_features <= GRAM_MAX_FEATURES and not rounds_wanted
+
+    def _fit_gram(self, X, Y, sw, encoder, problem, w_start, dask_input):
+        """The Gram solver's :class:`~daskelastic.driver.FitResult` (:mod:`daskelastic.gram`).
+
+        ``X`` is centred already where it is dense and the intercept free;
+        otherwise (sparse rows) the sums are centred here and the intercept
+        coefficient set to ``ȳ − μ·w``.
+        """
+        from .driver import FitResult
+        from .gram import gram_sums, solve
+        from .objective import Objective
+
+        started = time.perf_counter()
+        d = problem.n_features
+        if dask_input:
+            client = self.client or current_client()
+            with client_context(self.client):
+                sums = gram_sums(X, Y, sw, y_offset=encoder.offset, client=client)
+            workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)
+                                                   ["workers"])
+        else:
+            sums = gram_sums(X, Y, sw)
+            workers = 1
+        if not all(np.all(np.isfinite(a)) for a in (sums.xx, sums.xy, sums.yy)):
+            raise not_finite("X, y or sample_weight")
+        free = problem.free_intercept
+        if free:
+            sums, x_mean, y_mean = sums.centred()
+        w, n_iter, history = solve(sums, problem.l1, problem.lam, tol=self.tol,
+                                   max_iter=self.max_iter,
+                                   w_start=None if w_start is None else w_start[:d],
+                                   start=started)
+        coef = np.zeros((d + 1, w.shape[1]))
+        coef[:d] = w
+        if free:
+            coef[d] = (y_mean - x_mean @ w) / problem.intercept_scaling
+        for entry in history:
+            entry.update(n_workers=workers, solver="gram")
+        last = history[-1]
+        objective = Objective(primal=last["primal"], dual=last["dual"], gap=last["gap"],
+                              relative_gap=last["duality_gap"])
+        converged = objective.relative_gap <= self.tol
+        if self.verbose:
+            print(f"[daskelastic] Gram solver on {sums.rows:,} rows: {n_iter} passes, "
+                  f"relative duality gap {objective.relative_gap:.2e}", flush=True)
+        if not converged:
+            warnings.warn(
+                f"daskelastic did not reach tol={self.tol:g} in max_iter={self.max_iter} "
+                f"passes of coordinate descent (relative duality gap "
+                f"{objective.relative_gap:.3g}); increase max_iter or tol",
+                ConvergenceWarning, stacklevel=4)
+        return FitResult(coef, n_iter, converged, objective, history)
 
     def _penalties(self, n):
         # scikit-learn's objective is already divided by n
@@ -1651,7 +1774,7 @@ class ElasticNet(_LinearRegressor):
 
 
 class Lasso(ElasticNet):
-    __doc__ = f"""Linear regression with an L1 penalty (the Lasso), trained with distributed CoCoA+.
+    __doc__ = f"""Linear regression with an L1 penalty (the Lasso): the Gram solver or CoCoA+.
 
     Minimises ``1/(2n) Σ c_i (y_i - x_i·w - b)² + alpha ‖w‖₁`` with ``b``
     free (scikit-learn's Lasso), for one or several targets: an
@@ -1661,14 +1784,14 @@ class Lasso(ElasticNet):
     ----------
     alpha : float, default=1.0
         Regularisation strength (must be positive).\
-{_COMMON_HEAD.replace("default=200", "default=1000")}{_COMMON_TAIL}
+{_COMMON_HEAD.replace("default=200", "default=1000")}{_SOLVER_DOC}{_COMMON_TAIL}
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
         Coefficients, with exact zeros; shape (n_features,) for one target.
     intercept_ : float or ndarray of shape (n_targets,)
         Intercepts; ``0.0`` without ``fit_intercept``.
-{_ATTRS_DOC}
+{_ATTRS_DOC}{_SOLVER_ATTR_DOC}
     See Also
     --------
     ElasticNet : An L2 part too.
@@ -1689,7 +1812,7 @@ class Lasso(ElasticNet):
         k: v for k, v in ElasticNet._parameter_constraints.items() if k != "l1_ratio"}
 
     def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=1000, fit_intercept=True,
-                 random_state=None, verbose=0, warm_start=False, client=None,
+                 solver="auto", random_state=None, verbose=0, warm_start=False, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
                  gamma=1.0, sigma=None, acceleration="auto", straggler_policy="preempt",
                  n_backup=None, cluster_model=None, scaling_policy=None, min_workers=None,
@@ -1698,6 +1821,7 @@ class Lasso(ElasticNet):
         self.tol = tol
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
+        self.solver = solver
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start

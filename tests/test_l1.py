@@ -223,7 +223,7 @@ def test_l1_on_a_local_cluster_with_preemption(client, diamonds_small, flights):
     X, y = diamonds_small
     alpha = 0.01
     theirs = SkLasso(alpha=alpha, tol=1e-14, max_iter=200_000).fit(X, y)
-    ours = de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000, client=client,
+    ours = de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000, client=client, solver="cocoa",
                     straggler_policy="preempt").fit(
         da.from_array(X, chunks=(750, X.shape[1])), da.from_array(y, chunks=750))
     assert ours.history_[-1]["n_workers"] == len(client.scheduler_info()["workers"])
@@ -259,10 +259,10 @@ def test_a_lasso_path_with_warm_start_reaches_the_cold_fits_optima(diamonds_smal
     # new, smaller box, and the certificate's tail sets the rounds; see the
     # user guide)
     X, y = diamonds_small
-    warm = de.Lasso(tol=1e-7, warm_start=True, backend="inprocess")
+    warm = de.Lasso(tol=1e-7, warm_start=True, backend="inprocess", solver="cocoa")
     for alpha in [0.1, 0.03, 0.01, 0.003]:
         warm.set_params(alpha=alpha).fit(X, y)
-        cold = de.Lasso(alpha=alpha, tol=1e-7, backend="inprocess").fit(X, y)
+        cold = de.Lasso(alpha=alpha, tol=1e-7, backend="inprocess", solver="cocoa").fit(X, y)
         # (the coefficients need not agree: the one-hot columns of a category
         # and the intercept share a direction the L1 penalty may split either way)
         objectives = [_lasso_objective(X, y, m.coef_, m.intercept_, alpha) for m in (warm, cold)]
@@ -276,7 +276,7 @@ def test_elastic_net_sample_weights_are_scikit_learns(diamonds_small):
     theirs = SkElasticNet(alpha=0.01, l1_ratio=0.7, tol=1e-14, max_iter=200_000).fit(
         X, y, sample_weight=weights)
     ours = de.ElasticNet(alpha=0.01, l1_ratio=0.7, tol=1e-10, max_iter=3000,
-                         backend="inprocess").fit(X, y, sample_weight=weights)
+                         backend="inprocess", solver="cocoa").fit(X, y, sample_weight=weights)
     np.testing.assert_allclose(ours.coef_, theirs.coef_, atol=1e-4)
     assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
     np.testing.assert_allclose(ours.intercept_, theirs.intercept_, atol=1e-4)
@@ -303,7 +303,7 @@ def test_sparse_input_keeps_its_free_intercept_and_gives_the_dense_model(flights
     (lambda: de.LinearSVC(penalty="l1", loss="hinge"), "squared_hinge"),
     (lambda: de.LogisticRegression(l1_ratio=0.5), "penalty='elasticnet'"),
     (lambda: de.LogisticRegression(penalty="elasticnet"), "needs l1_ratio"),
-    (lambda: de.Lasso(acceleration="none"), "needs the acceleration"),
+    (lambda: de.Lasso(acceleration="none", solver="cocoa"), "needs the acceleration"),
 ])
 def test_unsupported_combinations_say_what_to_do(make, message):
     rng = np.random.default_rng(0)
@@ -343,7 +343,7 @@ def test_a_sigkilled_worker_does_not_fail_a_lasso_fit():
     theirs = SkLasso(alpha=alpha, tol=1e-14, max_iter=200_000).fit(X, y)
     with local_cluster(3) as cluster, Client(cluster, set_as_default=False) as client:
         ours = fit_through_a_kill(
-            client, lambda: de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000,
+            client, lambda: de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000, solver="cocoa",
                                      client=client).fit(X, y), delay=0.5)
         events = {ev["event"] for h in ours.history_ for ev in h["events"]}
         assert "worker_lost" in events, "the kill landed after the fit"
