@@ -95,6 +95,7 @@ from _versus import (  # noqa: E402
     fmt_tol,
     machine_line,
     markdown_table,
+    records,
     take_turns,
 )
 
@@ -380,24 +381,16 @@ def loosest_tols(problem, value, ref, log):
 
 
 def summarise(samples, modes, **fields):
-    """One record per mode: medians, and the worst gap, ``(P − P*)/P*`` and support."""
-    out = []
-    for i, (solver, setting, tol, _) in enumerate(modes):
+    """:func:`_versus.records`, with the nonzeros, the worst support and the times to ε."""
+    out = records(samples, modes, **fields)
+    for i, rec in enumerate(out):
         s = samples[i]
-        gaps = [r["gap"] for r in s if r["gap"] is not None]
         to = {}
         for eps in s[0]["to"]:
             times = [r["to"][eps] for r in s]
             to[eps] = None if None in times else statistics.median(times)
-        out.append(dict(fields, solver=solver, setting=setting, tol=tol,
-                        seconds=statistics.median(r["seconds"] for r in s),
-                        samples=[r["seconds"] for r in s],
-                        iters=statistics.median(r["iters"] for r in s),
-                        converged=all(r["converged"] for r in s),
-                        gap=max(gaps) if gaps else None,
-                        rel=max(r["rel"] for r in s),
-                        nnz=statistics.median(r["nnz"] for r in s),
-                        support_diff=max(r["support_diff"] for r in s), to=to))
+        rec.update(nnz=statistics.median(r["nnz"] for r in s),
+                   support_diff=max(r["support_diff"] for r in s), to=to)
     return out
 
 
