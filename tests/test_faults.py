@@ -42,8 +42,16 @@ C = 0.5
 N_CHUNKS = 12
 
 
+#: The moments the default tier kills at (dask input while loading, a round, a
+#: warm start, an elastic move); the slow tier kills at every moment, and its
+#: fault matrix (test_fault_matrix.py) meets every fault at each of them.
+DEFAULT_TIER_MOMENTS = ("loading", "round", "warm-start", "move")
+
+
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("moment", list(MOMENTS))
+@pytest.mark.parametrize("moment", [m if m in DEFAULT_TIER_MOMENTS
+                                    else pytest.param(m, marks=pytest.mark.slow)
+                                    for m in MOMENTS])
 def test_a_fit_survives_a_worker_killed_at_any_moment(flights_6k, flights_6k_optimum, moment,
                                                       seed):
     kind = "dask" if moment in ("loading", "round") and seed == (moment == "round") \

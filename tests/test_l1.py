@@ -143,7 +143,7 @@ def test_lasso_and_elastic_net_reach_scikit_learns_optimum_and_support(
     kw = {} if l1_ratio == 1 else {"l1_ratio": l1_ratio}
     theirs = Theirs(alpha=alpha, tol=1e-14, max_iter=200_000, **kw).fit(X, y)
     ours = Ours(alpha=alpha, tol=1e-9, max_iter=3000, n_workers=n_workers,
-                backend="inprocess", **kw).fit(X, y)
+                backend="inprocess", solver="cocoa", **kw).fit(X, y)
     best = _lasso_objective(X, y, theirs.coef_, theirs.intercept_, alpha, l1_ratio)
     got = _lasso_objective(X, y, ours.coef_, ours.intercept_, alpha, l1_ratio)
     assert ours.duality_gap_ <= 1e-9
@@ -287,9 +287,9 @@ def test_sparse_input_keeps_its_free_intercept_and_gives_the_dense_model(flights
     moves in the driver, and the model is the one of the centred dense table."""
     X, y = flights
     y = y.astype(float)
-    dense = de.Lasso(alpha=0.003, tol=1e-8, max_iter=3000, backend="inprocess").fit(
-        X.toarray(), y)
-    sparse = de.Lasso(alpha=0.003, tol=1e-8, max_iter=3000, backend="inprocess").fit(X, y)
+    kw = dict(alpha=0.003, tol=1e-8, max_iter=3000, backend="inprocess", solver="cocoa")
+    dense = de.Lasso(**kw).fit(X.toarray(), y)
+    sparse = de.Lasso(**kw).fit(X, y)
     objectives = [_lasso_objective(X.toarray(), y, m.coef_, m.intercept_, 0.003)
                   for m in (dense, sparse)]
     assert objectives[1] == pytest.approx(objectives[0], rel=1e-6)
