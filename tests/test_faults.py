@@ -44,7 +44,9 @@ N_CHUNKS = 12
 
 #: The moments the default tier kills at (dask input while loading, a round, a
 #: warm start, an elastic move); the slow tier kills at every moment, and its
-#: fault matrix (test_fault_matrix.py) meets every fault at each of them.
+#: fault matrix (test_fault_matrix.py) meets every fault at each of them.  The
+#: other tests here keep one case each in the default tier, the rest in slow,
+#: to hold the default run on a cold numba cache within CI's budget.
 DEFAULT_TIER_MOMENTS = ("loading", "round", "warm-start", "move")
 
 
@@ -81,7 +83,8 @@ def test_a_fit_survives_a_worker_killed_at_any_moment(flights_6k, flights_6k_opt
         assert fit_leftovers(client) == {"state": {}, "keys": [], "records": []}
 
 
-@pytest.mark.parametrize("fault", ["stop", "join", "drop"])
+@pytest.mark.parametrize("fault", ["stop", pytest.param("join", marks=pytest.mark.slow),
+                                   pytest.param("drop", marks=pytest.mark.slow)])
 def test_a_fit_goes_on_through_a_stopped_worker_a_joiner_and_a_cut_connection(
         flights_6k, flights_6k_optimum, fault):
     """SIGSTOP for 5 s, a worker joining, the client's link to the scheduler cut for
@@ -102,7 +105,7 @@ def test_a_fit_goes_on_through_a_stopped_worker_a_joiner_and_a_cut_connection(
         assert scheduler_plugins(client) == plugins
 
 
-@pytest.mark.parametrize("fault", ["kill", "drop"])
+@pytest.mark.parametrize("fault", ["kill", pytest.param("drop", marks=pytest.mark.slow)])
 def test_rounds_as_tasks_survive_a_kill_and_a_cut_connection(flights_6k, flights_6k_optimum,
                                                              fault):
     """``round-transport: task``: a round task restricted to a dead worker is noticed,
@@ -147,7 +150,8 @@ def test_a_fit_survives_two_kills_in_a_row(flights_6k, flights_6k_optimum):
     assert result.objective.primal - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", [0] + [pytest.param(s, marks=pytest.mark.slow)
+                                         for s in (1, 2)])
 def test_an_estimators_fit_survives_a_kill_at_a_random_time(flights_6k, flights_6k_optimum,
                                                             seed):
     """The issue's recipe: a fit in a thread, a data-holding worker killed once
