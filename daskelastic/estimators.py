@@ -365,8 +365,7 @@ class _CoCoABase(BaseEstimator):
         w_start = self._warm_start_w(problem, encoder)
         if w_start is not None and free and centre is not None:
             w_start[d] += centre @ w_start[:d]
-        gram = self._uses_gram(problem)
-        if gram:
+        if self._uses_gram(problem):
             result = self._fit_gram(X, y if dask_input else Y,
                                     sample_weight if dask_input else sw, encoder, problem,
                                     w_start, dask_input)
@@ -379,8 +378,6 @@ class _CoCoABase(BaseEstimator):
             # (the intercept of the centred columns was free, or 0 for Ridge's)
             problem = dataclasses.replace(problem, intercept_scaling=1.0, free_intercept=True)
         self._set_fitted(result, encoder, problem, dtype)
-        if "solver" in self._parameter_constraints:
-            self.solver_ = "gram" if gram else "cocoa"
         self.feature_encoder_ = frame_encoder
         if frame_encoder is not None:   # the input's columns, not the encoded ones
             self.n_features_in_, names = columns_in
@@ -1738,6 +1735,11 @@ class ElasticNet(_LinearRegressor):
                 f"{objective.relative_gap:.3g}); increase max_iter or tol",
                 ConvergenceWarning, stacklevel=4)
         return FitResult(coef, n_iter, converged, objective, history)
+
+    def _set_fitted(self, result, encoder, problem, dtype):
+        super()._set_fitted(result, encoder, problem, dtype)
+        # (the Gram solver marks its history's entries)
+        self.solver_ = result.history[-1].get("solver", "cocoa")
 
     def _penalties(self, n):
         # scikit-learn's objective is already divided by n

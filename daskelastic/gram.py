@@ -21,13 +21,14 @@ same sums.
 
 import functools
 import operator
+import time
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["GramSums", "block_sums", "gram_sums", "solve"]
+__all__ = ["GramSums", "block_sums", "duality_gap", "gram_sums", "solve"]
 
 
 @dataclass
@@ -171,11 +172,10 @@ def gram_sums(X, Y, sample_weight=None, y_offset=None, client=None):
     >>> bool(np.allclose(here.xx, blocks.xx) and np.allclose(here.xy, blocks.xy))
     True
     """
-    from .estimators import _is_dask_collection
-
-    if not _is_dask_collection(X):
-        return block_sums(X, Y, sample_weight, y_offset)
     import dask
+
+    if not dask.is_dask_collection(X):
+        return block_sums(X, Y, sample_weight, y_offset)
 
     xs = X.to_delayed().ravel()
     ys = Y.to_delayed().ravel()
@@ -344,8 +344,6 @@ def solve(sums, l1, l2, *, tol, max_iter, w_start=None, anderson=ANDERSON_K, epo
     >>> np.round(w.ravel(), 1).tolist(), bool(history[-1]["duality_gap"] <= 1e-10)
     ([1.9, 0.0, -0.9], True)
     """
-    import time
-
     clock = clock or time.perf_counter
     start = clock() if start is None else start
     d, m = sums.xy.shape
