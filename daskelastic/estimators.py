@@ -19,15 +19,15 @@ from sklearn.base import (
     BaseEstimator,
     ClassifierMixin,
     RegressorMixin,
-    _fit_context,
+    _fit_context,  # no public name: it runs the _parameter_constraints checks
     clone,
 )
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions  # no public name exists
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
-    _check_sample_weight,
+    _check_sample_weight,  # no public name: the checks scikit-learn's own fits make
     check_is_fitted,
     column_or_1d,
     validate_data,
