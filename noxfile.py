@@ -73,3 +73,15 @@ def bench(session):
                 env=_numba_env())
     session.run("python", "benchmarks/bench_distributed.py", *session.posargs,
                 env=_numba_env())
+
+
+@nox.session(python=PYTHON)
+def asv(session):
+    """The asv suite (``benchmarks/asv_bench``), each benchmark once: a check that all run.
+
+    Pass asv's own options after ``--``, e.g. ``nox -s asv -- --bench studies``.
+    """
+    session.install("-e", ".[bench]")
+    session.run("asv", "machine", "--yes")
+    session.run("asv", "run", "--python=same", "--quick", "--show-stderr", "--dry-run",
+                *session.posargs, env=_numba_env())
