@@ -1,9 +1,9 @@
 """The CoCoA+ fit loop, independent of where the workers run.
 
 The driver owns ``w`` and the round loop.  It talks to its workers through a
-:class:`Backend` — run a round on every worker, settle (commit or discard) the
-previous round, gather diagnostics — so the same loop runs in-process, on a
-Dask cluster, or on a simulated one.
+:class:`~daskelastic.backends.base.Backend` — run a round on every worker,
+settle (commit or discard) the previous round, gather diagnostics — so the
+same loop runs in-process, on a Dask cluster, or on a simulated one.
 
 Each round ``r`` starts from the committed ``w_r``.  Every worker returns its
 proposed ``Δw`` *and* the loss and dual sums of its rows at ``w_r`` and the
@@ -15,13 +15,13 @@ are committed (``w ← w + t ΣΔw``, ``α ← α + tΔα`` on the workers, with
 """
 
 import contextvars
-import time
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from .backends.base import ElasticBackend
 from .losses import HINGE, POISSON, SOFTMAX
 from .objective import (
     elastic_net_gap,
@@ -34,7 +34,7 @@ from .policies import RoundRecord, WaitPolicy, make_straggler_policy
 from .rounds import run_planned_round
 from .schedules import Acceleration, SigmaSchedule
 
-__all__ = ["Problem", "Backend", "FitResult", "WorkersLost", "ConnectionLost", "run_cocoa"]
+__all__ = ["Problem", "FitResult", "WorkersLost", "ConnectionLost", "run_cocoa"]
 
 #: The straggler injection active in this context: an object with a
 #: ``factors(round_id, workers) -> {worker: slowdown}`` method, set by
@@ -191,257 +191,6 @@ class Problem:
         return np.zeros((self.n_features + 1, self.n_targets))
 
 
-class Backend:
-    """Where the workers run.
-
-    A round is asynchronous: :meth:`start_round` gives every worker the
-    round-start ``w`` (for the margins), ``1/(λn)`` of the problem its dual
-    state belongs to, the settlement of its previous round and an optional
-    slowdown; :meth:`wait_results` returns results as they arrive;
-    :meth:`stop_round` asks workers still running to stop at their next
-    check of the stop flag (they still return a result).  :meth:`clock` is
-    the time those calls are measured in.  :meth:`settle` sends settlements
-    without starting a round.  A settlement is ``(round_id, gamma)``: commit
-    ``γ·Δα`` of that round, or discard it when ``gamma`` is ``None``.
-
-    This is a base class; the backends are
-    :class:`~daskelastic.backends.inprocess.InProcessBackend` (workers in
-    this process), :class:`~daskelastic.backends.dask.DaskBackend` and
-    :class:`~daskelastic.backends.simulated.SimulatedBackend`.
-
-    Examples
-    --------
-    Two workers in this process, one round, its work committed:
-
-    >>> import numpy as np
-    >>> from daskelastic.backends import InProcessBackend
-    >>> from daskelastic.driver import Problem
-    >>> from daskelastic.placement import make_chunks, split_rows
-    >>> X = np.random.default_rng(0).normal(size=(400, 3))
-    >>> Y = np.sign(X[:, :1])
-    >>> problem = Problem(loss=2, lam=1e-2, n_samples=400, n_features=3, n_targets=1,
-    ...                   intercept_scaling=0.0)
-    >>> chunks = make_chunks(X, Y, np.ones(400), split_rows(400, n_chunks=4))
-    >>> backend = InProcessBackend(problem, chunks, n_workers=2)
-    >>> backend.workers()
-    ['local-0', 'local-1']
-    >>> results = backend.run_round(0, problem.zeros(), {}, inv_lam_n=problem.inv_lam_n,
-    ...                             sigma=2.0, steps=None, seed=0)
-    >>> {worker: r.steps for worker, r in results.items()}
-    {'local-0': 200, 'local-1': 200}
-    >>> backend.settle({worker: (0, 1.0) for worker in results})
-    >>> w = sum(r.dw for r in results.values())
-    >>> bool(np.allclose(backend.alpha_sum() * problem.inv_lam_n, w))
-    True
-    """
-
-    def workers(self):
-        """The ids of the workers holding chunks."""
-        raise NotImplementedError
-
-    def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
-                    slowdowns=None):
-        """Start one round on every worker holding chunks.
-
-        Parameters
-        ----------
-        round_id : int
-            Id of the round; results and settlements refer to it.
-        w : ndarray of shape (d + 1, m)
-            The round-start iterate, from which the workers compute margins.
-        settlements : dict
-            ``{worker: (round_id, gamma or None)}``: what becomes of each
-            worker's previous round, applied before this one starts.
-        inv_lam_n : float
-            ``1 / (λ n)`` of the problem the workers' dual state belongs to
-            (with acceleration, ``λ`` includes the proximal weight ``κ``).
-        sigma : float
-            Subproblem parameter ``σ′``.
-        steps : int or None
-            Coordinate steps per worker; None: one pass over its rows.
-        seed : int
-            Seed of the visiting orders (drawn with the round id).
-        slowdowns : dict, optional
-            ``{worker: factor}``: make workers stragglers on purpose (see
-            :mod:`daskelastic.testing`).
-        """
-        raise NotImplementedError
-
-    def wait_results(self, timeout=None):
-        """Wait up to ``timeout`` seconds for more results of the running round.
-
-        Parameters
-        ----------
-        timeout : float or None
-            Seconds on :meth:`clock` to wait at most; None waits without limit.
-
-        Returns
-        -------
-        dict
-            ``{worker: LocalResult}`` of the results that arrived since the
-            last call: at least one, unless the timeout passed first (then
-            maybe none).
-        """
-        raise NotImplementedError
-
-    def stop_round(self, round_id, workers):
-        """Ask ``workers`` to stop round ``round_id`` at their next flag check.
-
-        Parameters
-        ----------
-        round_id : int
-            The running round.
-        workers : iterable
-            Ids of the workers to stop; they still return a result.
-        """
-        raise NotImplementedError
-
-    def clock(self):
-        """Seconds on the clock rounds are timed with.
-
-        Returns
-        -------
-        float
-            The time now; by default ``time.perf_counter()``.
-        """
-        return time.perf_counter()
-
-    def run_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
-                  slowdowns=None):
-        """Run one round on every worker to the end.
-
-        Calls :meth:`start_round`, then :meth:`wait_results` until every
-        worker's result is in.
-
-        Parameters
-        ----------
-        round_id, w, settlements, inv_lam_n, sigma, steps, seed, slowdowns : object
-            As in :meth:`start_round`.
-
-        Returns
-        -------
-        dict
-            ``{worker: LocalResult}`` of every worker.
-        """
-        self.start_round(round_id, w, settlements, inv_lam_n=inv_lam_n, sigma=sigma,
-                         steps=steps, seed=seed, slowdowns=slowdowns)
-        expected = len(self.workers())
-        results = {}
-        while len(results) < expected:
-            results.update(self.wait_results(None))
-        return results
-
-    def row_sq_norm_sum(self):
-        """``Σ ‖x_i‖²`` over all rows held (without the intercept feature)."""
-        raise NotImplementedError
-
-    def between_rounds(self, settlements):
-        """Called before each round, ahead of :meth:`workers`.
-
-        A backend may apply the settlements here and change its worker set
-        (a simulated cluster moves the chunks of departing workers).
-
-        Parameters
-        ----------
-        settlements : dict
-            ``{worker: (round_id, gamma or None)}`` of the last round.
-
-        Returns
-        -------
-        dict
-            The settlements still to be sent with the next round; this base
-            implementation returns ``settlements`` unchanged.
-        """
-        return settlements
-
-    def cost(self):
-        """Money spent on workers so far, or None when the backend has no prices."""
-        return None
-
-    def take_events(self):
-        """What the backend did on its own since it was last asked, as history events.
-
-        For example the ``worker_lost`` event of a worker lost while the data
-        loaded, recovered from by the backend itself; the driver adds them to
-        the next round's ``events``.
-
-        Returns
-        -------
-        list of dict
-            The events, oldest first; this base implementation has none.
-        """
-        return []
-
-    def settle(self, settlements):
-        """Apply settlements without starting a round.
-
-        Parameters
-        ----------
-        settlements : dict
-            ``{worker: (round_id, gamma or None)}``: commit ``γ·Δα`` of the
-            worker's round ``round_id``, or discard it when ``gamma`` is None.
-        """
-        raise NotImplementedError
-
-    def alpha_sum(self):
-        """``Σ α_i x_i`` over all rows, gathered from the workers (debugging)."""
-        raise NotImplementedError
-
-    def start_duals(self, w, scales=()):
-        """Set every row's ``α`` to the dual values that match ``w`` (a warm start).
-
-        See :meth:`daskelastic.solvers.ChunkSolver.start_duals`; no round may
-        be pending.
-
-        Parameters
-        ----------
-        w : ndarray of shape (d + 1, m)
-            Coefficients, the intercept coefficient in the last row.
-        scales : sequence of float
-            Scales at which to sum the dual values of ``s·α``.
-
-        Returns
-        -------
-        sums : ndarray of shape (len(scales),)
-            Those sums over all rows.
-        alpha_sum : ndarray of shape (d + 1, m)
-            :meth:`alpha_sum` of the new ``α`` (the same call: no second
-            round trip).
-        """
-        raise NotImplementedError
-
-    def scale_duals(self, scale):
-        """Multiply every row's ``α`` by ``scale`` (after :meth:`start_duals`).
-
-        Parameters
-        ----------
-        scale : float
-            The factor; ``α`` must stay feasible.
-        """
-        raise NotImplementedError
-
-    def describe(self, ask_workers=True):
-        """What each worker holds, for the history and monitoring.
-
-        Parameters
-        ----------
-        ask_workers : bool
-            Ask the workers (what they really hold); with False a backend
-            whose workers are remote answers from the driver's own map of the
-            chunks, without a round trip.
-
-        Returns
-        -------
-        dict
-            ``{worker: {"chunks": [...], "rows": n}}`` (a backend may add
-            keys); this base implementation returns an empty dict.
-        """
-        return {}
-
-    def close(self):
-        """Release the workers' state."""
-
-
 @dataclass
 class FitResult:
     """Outcome of :func:`~daskelastic.driver.run_cocoa`.
@@ -520,7 +269,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
 
     Parameters
     ----------
-    backend : Backend
+    backend : daskelastic.backends.base.Backend
         Workers holding the chunks of ``problem``.
     problem : Problem
         Loss, ``λ``, sizes and intercept scaling of the problem.
@@ -595,8 +344,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         Take in joining workers only up to this many.
     w_start : ndarray of shape (d + 1, m), optional
         A warm start: every row's ``α`` starts at the dual values that match
-        these coefficients (:meth:`Backend.start_duals`), not at 0, and the
-        first iterate is ``w(α)``; it is ``w_start`` itself when that is the
+        these coefficients
+        (:meth:`~daskelastic.backends.base.Backend.start_duals`), not at 0,
+        and the first iterate is ``w(α)``; it is ``w_start`` itself when that is the
         optimum of the same problem.
 
     Returns
@@ -615,7 +365,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         ``worker_status`` (``{worker: "used" |
         "preempted" | "dropped"}``), ``cut`` (seconds into the round when
         stragglers were stopped, or None), ``round_seconds``, ``policy``,
-        ``policy_estimate`` and ``cost`` (:meth:`Backend.cost`: money spent on
+        ``policy_estimate`` and ``cost``
+        (:meth:`~daskelastic.backends.base.Backend.cost`: money spent on
         workers so far, None on backends without prices).
 
     Examples
@@ -940,7 +691,7 @@ def _elastic_controller(backend, scaling_policy, min_workers, release_workers,
     from .scaling import make_scaling_policy
 
     scaling = make_scaling_policy(scaling_policy, min_workers=min_workers)
-    if not hasattr(backend, "move_chunks"):
+    if not isinstance(backend, ElasticBackend):
         if scaling_policy is not None:
             raise ValueError(f"scaling_policy={scaling_policy!r} needs workers to release: "
                              "backend='dask' (or 'auto', or a client) or 'simulated', "

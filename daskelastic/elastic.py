@@ -26,13 +26,11 @@ Moving a chunk with its ``α`` keeps ``w = Σ α_i x_i / (λn)`` exactly, so the
 driver's iterate does not change; only a loss changes it.  Every operation is
 recorded in the history entry's ``events``.
 
-The backend needs ``placement``, ``chunk_sizes``, ``released``, ``lost``,
-``live_workers()``, ``settle()``, ``move_chunks()``, ``release()``,
-``add_workers()``, ``recover()`` and ``owns_cluster``
+The backend is an :class:`~daskelastic.backends.base.ElasticBackend`
 (:class:`daskelastic.backends.dask.DaskBackend`,
-:class:`daskelastic.backends.simulated.SimulatedBackend`), and times what it
-does with the backend's ``clock()``: wall seconds on Dask, virtual seconds on
-a simulated cluster.
+:class:`daskelastic.backends.simulated.SimulatedBackend`); the controller
+times what it does with the backend's ``clock()``: wall seconds on Dask,
+virtual seconds on a simulated cluster.
 """
 
 import statistics
@@ -58,7 +56,7 @@ class ElasticController:
 
     Parameters
     ----------
-    backend : DaskBackend or SimulatedBackend
+    backend : daskelastic.backends.base.ElasticBackend
         The fit's workers (``daskelastic.backends.dask.DaskBackend``,
         :class:`daskelastic.backends.simulated.SimulatedBackend`).
     scaling_policy : daskelastic.scaling.ScalingPolicy
@@ -120,7 +118,7 @@ class ElasticController:
             rebalance = scaling_policy.name != "fixed"
         self.rebalance = bool(rebalance)
         if check_interval is None:
-            check_interval = getattr(backend, "check_interval", None)
+            check_interval = backend.check_interval
         if check_interval is None:
             check_interval = config.get("elastic.check-interval")
         if rebalance_gain == "config":
@@ -269,7 +267,7 @@ class ElasticController:
     def _own_joins(self):
         # with a target, joiners are placed here (only while K < target), not
         # by a backend that would place them itself
-        if self.target is not None and hasattr(self.backend, "defer_joins"):
+        if self.target is not None:
             self.backend.defer_joins()
 
     def _retire(self):

@@ -8,7 +8,7 @@ of their rows, so the round is fully certified.  Which results are *added*
 (all on time, plus the late ones' partial work under ``late="preempt"``) and
 which are *dropped* is the outcome.
 
-The clock is the backend's (:meth:`~daskelastic.driver.Backend.clock`): wall
+The clock is the backend's (:meth:`~daskelastic.backends.base.Backend.clock`): wall
 time on real workers, virtual time on a simulated cluster.
 """
 
@@ -94,12 +94,12 @@ def run_planned_round(backend, plan, round_id, w, settlements, *, inv_lam_n, sig
 
     Parameters
     ----------
-    backend : daskelastic.driver.Backend
+    backend : daskelastic.backends.base.Backend
         Where the workers run.
     plan : daskelastic.policies.RoundPlan
         How long to wait and what becomes of late results.
     round_id, w, settlements, inv_lam_n, sigma, steps, seed, slowdowns : object
-        As in :meth:`daskelastic.driver.Backend.start_round`.
+        As in :meth:`daskelastic.backends.base.Backend.start_round`.
     required : set, optional
         Workers waited for whatever the plan says (the cut comes only once
         their results are in); their results are added.

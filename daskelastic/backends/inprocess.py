@@ -8,9 +8,9 @@ slowdown is ignored (use a real or simulated cluster to study stragglers).
 
 import numpy as np
 
-from ..driver import Backend
 from ..placement import assign_chunks
 from ..solvers import ChunkSolver
+from .base import Backend
 
 __all__ = ["InProcessBackend"]
 

@@ -71,9 +71,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from ..driver import Backend
 from ..placement import assign_chunks
 from ..solvers import STOP_CHECK_EVERY, ChunkSolver
+from .base import ElasticBackend
 
 __all__ = ["ClusterModel", "ClusterEvent", "SimulatedBackend", "WorkerLost",
            "calibrate_seconds_per_nnz"]
@@ -453,7 +453,7 @@ def _stored_values(solver):
     return X.nnz if sp.issparse(X) else X.size
 
 
-class SimulatedBackend(Backend):
+class SimulatedBackend(ElasticBackend):
     """Run the local solvers in this process, timed on a virtual cluster.
 
     Parameters

@@ -171,7 +171,7 @@ class FitMonitor:
     estimator : estimator
         The estimator being fitted (its class name, ``tol`` and ``max_iter``
         are reported).
-    backend : daskelastic.driver.Backend
+    backend : daskelastic.backends.base.Backend
         The backend holding the data; its ``describe(ask_workers=False)``
         gives the chunks and rows per worker.
     client : distributed.Client, optional

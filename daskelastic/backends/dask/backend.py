@@ -11,10 +11,11 @@ import dask.config
 from dask.utils import parse_timedelta
 
 from ... import adaptive, config
-from ...driver import Backend, ConnectionLost, WorkersLost
+from ...driver import ConnectionLost, WorkersLost
 from ...elastic import lost_event
 from ...placement import assign_chunks
 from ...session import client_context
+from ..base import ElasticBackend
 from .calls import (
     ACTOR_PREFIX,
     ActorCalls,
@@ -56,7 +57,7 @@ def _connect_timeout():
     return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
 
 
-class DaskBackend(Backend):
+class DaskBackend(ElasticBackend):
     """Run the local solvers on the workers of a Dask cluster.
 
     Besides rounds, the backend carries out the elastic operations between
@@ -415,7 +416,7 @@ class DaskBackend(Backend):
         -------
         list of dict
             The events not taken yet (see :meth:`Backend.take_events
-            <daskelastic.driver.Backend.take_events>`).
+            <daskelastic.backends.base.Backend.take_events>`).
         """
         events, self._events = self._events, []
         return events
