@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import warnings
@@ -358,17 +357,6 @@ def write_results(name, results, csv_rows, log, plot, title):
     log(f"wrote {base}.{{json,csv,txt,png}}")
 
 
-def bars_base_vs_now(ax, now, base=None):
-    """Bars of ``now``, with ``base`` beside them when given; returns their x positions."""
-    x = np.arange(len(now))
-    if base:
-        ax.bar(x - 0.2, base, 0.4, label="base")
-        ax.bar(x + 0.2, now, 0.4, label="this checkout")
-    else:
-        ax.bar(x, now, 0.6, label="this checkout")
-    return x
-
-
 def save_figure(fig, path, title):
     """Title, lay out and write a results figure (110 dpi, as every plot here)."""
     fig.suptitle(title, fontsize=9)
@@ -437,38 +425,6 @@ def targets_of(prob, m):
     if m == 1:
         return prob.Y
     return np.where(np.arange(prob.n)[:, None] % m == np.arange(m), 1.0, -1.0)
-
-
-def add_checkout_args(ap, what, alternations):
-    """``--base`` and ``--alternations`` of a side-by-side run, and the hidden ``--worker``."""
-    import argparse
-
-    ap.add_argument("--base", help=f"another checkout to time the same {what} on")
-    ap.add_argument("--alternations", type=int, default=alternations,
-                    help="turns each checkout takes with --base")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-
-
-def print_checkout_result(key, value):
-    """Print what :func:`run_in_checkout` reads: ``value`` and where daskelastic came from."""
-    import daskelastic
-
-    print(json.dumps({key: value, "imported": str(Path(daskelastic.__file__).parent)}))
-
-
-def run_in_checkout(script, path, args=(), env=None):
-    """Run ``script --worker *args`` importing daskelastic from the checkout ``path``.
-
-    For the ``--base PATH`` comparisons: the subprocess prints a JSON object
-    on its last line of output, which is returned.
-    """
-    path = Path(path).resolve()
-    env = dict(os.environ, **(env or {}), PYTHONPATH=str(path))
-    done = subprocess.run([sys.executable, str(script), "--worker", *map(str, args)],
-                          env=env, capture_output=True, text=True, cwd=str(path))
-    if done.returncode != 0:
-        raise RuntimeError(f"the base run failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def write_json(path, obj):

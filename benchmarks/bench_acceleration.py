@@ -1,10 +1,9 @@
 """Rounds of ``acceleration="auto"`` against Catalyst from the first round and none.
 
 What it measures (in-process, ``backend="inprocess"`` with ``n_workers=K``: the
-rounds do not depend on the machine; the base checkout, which may sum the
-workers' proposals in the order of a set, runs with ``PYTHONHASHSEED=0``): for
-each table, loss, ``C`` and K, the rounds to a certified relative duality gap of
-``--tol`` (1e-4), at most ``--max-iter`` (600), of
+rounds do not depend on the machine): for each table, loss, ``C`` and K, the
+rounds to a certified relative duality gap of ``--tol`` (1e-4), at most
+``--max-iter`` (600), of
 
 - ``auto``: the default (logistic regression starts plain and switches
   Catalyst on when the rounds slow down; κ adapts, for the hinge only
@@ -13,10 +12,11 @@ each table, loss, ``C`` and K, the rounds to a certified relative duality gap of
   same starting κ and no adaptation;
 - ``none``: no acceleration;
 - ``auto σ′=K``: the default acceleration with the fixed ``σ′ = K`` instead of
-  the adaptive one (the two interact through the switch point);
-- ``base``: the default of another checkout (``--base PATH``, e.g. a
-  ``git worktree`` of an older commit), run in a subprocess with that
-  checkout first on ``sys.path``: the rule before a change, in the same run.
+  the adaptive one (the two interact through the switch point).
+
+The committed results have a ``base`` column too: the default of the commit
+before a change, run alongside.  To compare the rounds of two commits now,
+run the asv suite's tracked rounds on both (``benchmarks/README.md``).
 
 Tables: the first 60,000 flights (one-hot CSR, 3,736 columns), Fertility (dense,
 7 columns), diamonds (dense, 26 columns; the class is "price above the
@@ -26,16 +26,14 @@ that did not converge counts as ``--max-iter`` + 1).
 
 Reproduce::
 
-    git worktree add /tmp/base <commit>           # optional: the older rule
-    python benchmarks/bench_acceleration.py --base /tmp/base    # ~6 minutes
-    python benchmarks/bench_acceleration.py --base /tmp/base --seed 1 --losses hinge
+    python benchmarks/bench_acceleration.py
+    python benchmarks/bench_acceleration.py --seed 1 --losses hinge
 
 Outputs ``results/bench_acceleration.{json,csv,txt,png}``.
 """
 
 import argparse
 import itertools
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -96,14 +94,6 @@ def run_grid(configs, tol, max_iter, seed=0, losses=LOSSES):
     return out
 
 
-def run_base(path, tol, max_iter, seed, losses):
-    """``run_grid(["base"])`` in a subprocess importing daskelastic from ``path``."""
-    out = cm.run_in_checkout(__file__, path, ["--tol", tol, "--max-iter", max_iter,
-                                              "--seed", seed, "--losses", *losses],
-                             env={"PYTHONHASHSEED": "0"})
-    return out["base"], out["imported"]
-
-
 def geomean(xs):
     return float(np.exp(np.mean(np.log(xs))))
 
@@ -138,18 +128,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--max-iter", type=int, default=600)
-    ap.add_argument("--base", help="another checkout whose default 'auto' to run as 'base'")
     ap.add_argument("--seed", type=int, default=0, help="random_state of every fit")
     ap.add_argument("--losses", nargs="+", choices=LOSSES, default=LOSSES)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.worker:
-        import daskelastic
-
-        out = run_grid(["base"], args.tol, args.max_iter, args.seed, args.losses)
-        out["imported"] = daskelastic.__file__
-        print(json.dumps(out))
-        return
 
     log = cm.Tee()
     env = cm.environment()
@@ -159,11 +140,6 @@ def main(argv=None):
         f"reached), seed {args.seed}")
     rounds = run_grid(list(CONFIGS), args.tol, args.max_iter, args.seed, args.losses)
     configs = list(CONFIGS)
-    if args.base:
-        rounds["base"], imported = run_base(args.base, args.tol, args.max_iter, args.seed,
-                                            args.losses)
-        log(f"base: daskelastic imported from {imported}")
-        configs = ["base"] + configs
     rows, csv_rows = [], []
     for i, (table, loss, C, K) in enumerate(grid(args.losses)):
         cells = [rounds[c][i] for c in configs]
@@ -178,11 +154,7 @@ def main(argv=None):
         idx = [i for i, g in enumerate(grid(args.losses)) if loss in ("all", g[1])]
         summary.append([loss] + [f"{geomean([rounds[c][i] for i in idx]):.1f}"
                                  for c in configs])
-        if "base" in rounds:
-            more = sum(rounds["auto"][i] > rounds["base"][i] for i in idx)
-            fewer = sum(rounds["auto"][i] < rounds["base"][i] for i in idx)
-            summary[-1].append(f"{fewer} fewer, {more} more")
-    log(cm.table(summary, ["loss"] + configs + (["auto vs base"] if args.base else [])))
+    log(cm.table(summary, ["loss"] + configs))
     results = {"environment": env, "tol": args.tol, "max_iter": args.max_iter,
                "seed": args.seed, "losses": args.losses, "configs": configs,
                "grid": grid(args.losses), "rounds": rounds}

@@ -1,4 +1,4 @@
-"""Seconds per local epoch of each SDCA kernel, optionally against another checkout.
+"""Seconds per local epoch of each SDCA kernel.
 
 What it measures: one worker's ``ChunkSolver.solve`` (a full epoch in the
 solver's visiting order, 16-row buckets, with the gap terms), σ′ = 1, after two
@@ -13,21 +13,15 @@ steps need more Newton work):
   (323,640 rows), squared loss with one target and logistic with five; and
   200,000 rows of 40 standard normal columns (seeded) for the hinge.
 
-With ``--base PATH`` the same epochs are timed on the daskelastic of another
-checkout (e.g. ``git worktree add /tmp/base <commit>``): each checkout in its
-own subprocess, the two taking turns ``--alternations`` times (default 3), each
-going first in every other turn, so that a drift of the machine's speed during
-the run hits both alike; the table
-shows the median over all of each checkout's epochs and their ratio.  (Run one
-after the other, the same base once measured 33.5 and once 40.5 ms for the
-logistic epoch.)
+The committed results were taken with an A/B mode since removed, the
+epochs of another checkout timed in turns with this one (their ``base``
+column); two commits are now compared with the asv suite's local epochs
+(``asv continuous``, ``benchmarks/README.md``).
 
 Reproduce::
 
-    python benchmarks/bench_epochs.py                      # ~1 minute
-    git worktree add /tmp/base <commit>
-    python benchmarks/bench_epochs.py --base /tmp/base     # ~3 minutes
-    python benchmarks/bench_epochs.py --base /tmp/base --C 1
+    python benchmarks/bench_epochs.py
+    python benchmarks/bench_epochs.py --C 1
 
 Writes ``benchmarks/results/bench_epochs.{txt,csv,json,png}``
 (``bench_epochs_C<C>.*`` with ``--C``).
@@ -74,7 +68,7 @@ def cases():
 
 
 def epoch_ms(repeats, C=None):
-    """``{case: [ms of each timed epoch]}`` with the daskelastic importable here."""
+    """``{case: [ms of each timed epoch]}``."""
     from daskelastic.losses import loss_code
     from daskelastic.solvers import ChunkSolver
 
@@ -95,32 +89,6 @@ def epoch_ms(repeats, C=None):
     return out
 
 
-def run_checkout(path, repeats, C=None):
-    """:func:`epoch_ms` in a subprocess importing daskelastic from ``path``."""
-    return cm.run_in_checkout(__file__, path,
-                              ["--repeats", repeats] + ([] if C is None else ["--C", C]))
-
-
-def alternate(base_path, repeats, alternations, C=None):
-    """``(base, now)``: ``{case: all epoch ms}`` of each checkout, the two taking turns."""
-    here = Path(__file__).resolve().parents[1]
-    runs = {"base": {}, "now": {}}
-    imported = None
-    turn = (("base", base_path), ("now", here))
-    for t in range(alternations):
-        # base first in even turns, second in odd ones, so that an effect of
-        # running first or second hits both checkouts alike (with base always
-        # first, the same two checkouts once read 1.03x and 1.44x in ab runs
-        # alternating the order)
-        for key, path in (turn if t % 2 == 0 else turn[::-1]):
-            got = run_checkout(path, repeats, C)
-            if key == "base":
-                imported = got["imported"]
-            for name, ms in got["ms"].items():
-                runs[key].setdefault(name, []).extend(ms)
-    return runs["base"], runs["now"], imported
-
-
 def plot(results, path, title):
     import matplotlib
 
@@ -129,11 +97,10 @@ def plot(results, path, title):
 
     names = list(results["now"])
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    base = [results["base"]["ms"][n] for n in names] if results.get("base") else None
-    x = cm.bars_base_vs_now(ax, [results["now"][n] for n in names], base)
+    x = np.arange(len(names))
+    ax.bar(x, [results["now"][n] for n in names], 0.6)
     ax.set_xticks(x, [n.replace(" (", "\n(") for n in names], fontsize=7)
     ax.set_ylabel("ms per local epoch")
-    ax.legend(fontsize=8)
     cm.save_figure(fig, path, title)
 
 
@@ -142,40 +109,16 @@ def main():
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--C", type=float, default=None,
                     help="the problems' C (default 100/n, an easy problem)")
-    cm.add_checkout_args(ap, "epochs", 3)
     args = ap.parse_args()
-    if args.worker:
-        cm.print_checkout_result("ms", epoch_ms(args.repeats, args.C))
-        return
     cm.preload_daskelastic()
     log, env = cm.start_log("bench_epochs")
-    base = None
-    if args.base:
-        base_all, now_all, imported = alternate(args.base, args.repeats, args.alternations,
-                                                args.C)
-        log(f"base: daskelastic imported from {imported}")
-        base = {"ms": {k: float(np.median(v)) for k, v in base_all.items()},
-                "imported": imported}
-        count = f"{args.alternations} turns of {args.repeats} epochs each"
-    else:
-        now_all = epoch_ms(args.repeats, args.C)
-        count = f"{args.repeats}"
-    now = {k: float(np.median(v)) for k, v in now_all.items()}
-    rows, csv_rows = [], []
-    for name, ms in now.items():
-        row = [name]
-        if base:
-            row += [f"{base['ms'][name]:.1f}", f"{ms:.1f}", f"{base['ms'][name] / ms:.2f}×"]
-        else:
-            row += [f"{ms:.1f}"]
-        rows.append(row)
-        csv_rows.append({"kernel": name, "ms": ms,
-                         "base_ms": base["ms"][name] if base else None})
-    headers = ["kernel, table"] + (["base ms", "this ms", "speed-up"] if base else ["ms"])
+    now = {k: float(np.median(v)) for k, v in epoch_ms(args.repeats, args.C).items()}
+    rows = [[name, f"{ms:.1f}"] for name, ms in now.items()]
+    csv_rows = [{"kernel": name, "ms": ms} for name, ms in now.items()]
     at = "C = 100/n" if args.C is None else f"C = {args.C:g}"
-    log(f"\nlocal epoch, one worker, {at}, median of {count}")
-    log(cm.table(rows, headers))
-    results = {"env": env, "repeats": args.repeats, "C": args.C, "now": now, "base": base}
+    log(f"\nlocal epoch, one worker, {at}, median of {args.repeats}")
+    log(cm.table(rows, ["kernel, table", "ms"]))
+    results = {"env": env, "repeats": args.repeats, "C": args.C, "now": now}
     name = "bench_epochs" if args.C is None else f"bench_epochs_C{args.C:g}"
     cm.write_results(name, results, csv_rows, log, plot,
                      f"daskelastic local epochs, {env['cpus']} cpus")

@@ -13,14 +13,14 @@ processes, warmed up by one fit, in three cases:
 
 Besides the wall time (median over the fits), the time outside the rounds: the wall
 time less ``history_[-1]["time"]`` (loading before the first round, clean-up after
-the last).  With ``--base PATH`` the same fits run on the daskelastic of another
-checkout (``git worktree add /tmp/base <commit>``), each checkout in its own
-subprocess and cluster, the two taking turns ``--alternations`` times.
+the last).  The committed results were taken with an A/B mode since removed
+(their ``base`` columns); two commits are now compared with the asv suite's
+fits on a LocalCluster (``asv continuous``, ``benchmarks/README.md``).
 
 Reproduce::
 
-    python benchmarks/bench_fit_overhead.py                     # ~1 minute
-    python benchmarks/bench_fit_overhead.py --base /tmp/base --full
+    python benchmarks/bench_fit_overhead.py
+    python benchmarks/bench_fit_overhead.py --full
 
 Writes ``benchmarks/results/bench_fit_overhead.{txt,csv,json,png}``.
 """
@@ -78,23 +78,6 @@ def fit_walls(repeats, full):
         cluster.close()
 
 
-def alternate(base_path, repeats, alternations, full):
-    here = Path(__file__).resolve().parents[1]
-    runs = {"base": {}, "now": {}}
-    imported = None
-    args = ["--repeats", repeats] + (["--full"] if full else [])
-    for _ in range(alternations):
-        for key, path in (("base", base_path), ("now", here)):
-            got = cm.run_in_checkout(__file__, path, args)
-            if key == "base":
-                imported = got["imported"]
-            for name, rec in got["fits"].items():
-                into = runs[key].setdefault(name, {"walls": [], "outside": [], "rounds": []})
-                for k in into:
-                    into[k].extend(rec[k])
-    return runs["base"], runs["now"], imported
-
-
 def plot(results, path, title):
     import matplotlib
 
@@ -103,12 +86,11 @@ def plot(results, path, title):
 
     names = list(results["now"])
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    base = [results["base"][n]["wall_ms"] for n in names] if results.get("base") else None
-    x = cm.bars_base_vs_now(ax, [results["now"][n]["wall_ms"] for n in names], base)
+    x = np.arange(len(names))
+    ax.bar(x, [results["now"][n]["wall_ms"] for n in names], 0.6)
     ax.set_xticks(x, [n.replace(", ", "\n", 1) for n in names], fontsize=7)
     ax.set_yscale("log")
     ax.set_ylabel("ms per fit (median)")
-    ax.legend(fontsize=8)
     cm.save_figure(fig, path, title)
 
 
@@ -123,43 +105,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--full", action="store_true", help="also fit the whole table")
-    cm.add_checkout_args(ap, "fits", 2)
     args = ap.parse_args()
-    if args.worker:
-        cm.print_checkout_result("fits", fit_walls(args.repeats, args.full))
-        return
     log, env = cm.start_log("bench_fit_overhead")
-    base = None
-    if args.base:
-        base_runs, now_runs, imported = alternate(args.base, args.repeats,
-                                                  args.alternations, args.full)
-        log(f"base: daskelastic imported from {imported}")
-        base = summary(base_runs)
-    else:
-        now_runs = fit_walls(args.repeats, args.full)
-    now = summary(now_runs)
+    now = summary(fit_walls(args.repeats, args.full))
     rows, csv_rows = [], []
     for name, r in now.items():
-        row = [name, str(r["fits"])]
-        if base:
-            b = base[name]
-            row += [f"{b['wall_ms']:.0f}", f"{r['wall_ms']:.0f}",
-                    f"{r['wall_ms'] / b['wall_ms']:.2f}×",
-                    f"{b['outside_ms']:.0f} → {r['outside_ms']:.0f}",
-                    f"{b['rounds']} → {r['rounds']}"]
-        else:
-            row += [f"{r['wall_ms']:.0f}", f"{r['outside_ms']:.0f}", str(r["rounds"])]
-        rows.append(row)
-        csv_rows.append({"case": name, "wall_ms": r["wall_ms"], "outside_ms": r["outside_ms"],
-                         "base_wall_ms": base[name]["wall_ms"] if base else None,
-                         "base_outside_ms": base[name]["outside_ms"] if base else None})
-    headers = ["fit (LogisticRegression, C=1, 2 workers)", "fits"] + (
-        ["base ms", "this ms", "ratio", "outside rounds ms", "rounds"] if base
-        else ["ms", "outside rounds ms", "rounds"])
+        rows.append([name, str(r["fits"]), f"{r['wall_ms']:.0f}", f"{r['outside_ms']:.0f}",
+                     str(r["rounds"])])
+        csv_rows.append({"case": name, "wall_ms": r["wall_ms"], "outside_ms": r["outside_ms"]})
+    headers = ["fit (LogisticRegression, C=1, 2 workers)", "fits", "ms", "outside rounds ms",
+               "rounds"]
     log("\nwall time per fit, median (outside rounds: wall time less the last round's "
         "history time)")
     log(cm.table(rows, headers))
-    results = {"env": env, "repeats": args.repeats, "now": now, "base": base}
+    results = {"env": env, "repeats": args.repeats, "now": now}
     cm.write_results("bench_fit_overhead", results, csv_rows, log, plot,
                      f"daskelastic fit overhead, 2 workers, {env['cpus']} cpus")
 

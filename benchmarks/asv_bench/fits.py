@@ -63,3 +63,38 @@ class FitLocalCluster:
 
     def time_fit(self):
         logistic(backend="dask", client=self.client).fit(self.X, self.y)
+
+
+class RoundsToTol:
+    """Rounds of an in-process fit on two workers to ``tol=1e-4``, per loss and acceleration.
+
+    The rounds do not depend on the machine: a change in them is a change of
+    the acceleration rule or the σ′ schedule (``benchmarks/bench_acceleration.py``
+    runs the whole grid of tables, ``C`` and workers).  A fit that did not get
+    there in ``MAX_ITER`` rounds counts as ``MAX_ITER + 1``, as in that script.
+    """
+
+    params = (["logistic", "squared_hinge", "hinge"], ["auto", "none"])
+    param_names = ["loss", "acceleration"]
+    MAX_ITER = 600
+
+    def setup(self, loss, acceleration):
+        self.X, self.y = flights()
+
+    def track_rounds(self, loss, acceleration):
+        from sklearn.exceptions import ConvergenceWarning
+
+        from daskelastic import LinearSVC, LogisticRegression
+
+        params = dict(C=1.0, fit_intercept=False, tol=1e-4, max_iter=self.MAX_ITER,
+                      backend="inprocess", n_workers=2, random_state=0,
+                      acceleration=None if acceleration == "none" else acceleration)
+        model = (LogisticRegression(**params) if loss == "logistic"
+                 else LinearSVC(loss=loss, **params))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(self.X, self.y)
+        history = model.history_
+        return len(history) if history[-1]["duality_gap"] <= 1e-4 else self.MAX_ITER + 1
+
+    track_rounds.unit = "rounds"
