@@ -10,13 +10,21 @@ certified duality gap and the test accuracy.
     python -m daskelastic fit flights.parquet --model logistic --target late \\
         --C 0.1 --workers 4 --output model.joblib --history history.csv
 
-Numeric columns are standardised (the fit's mean and standard deviation;
-``--no-scale`` uses them as they are); text, categorical and boolean columns
-are one-hot encoded (``column=value``), in the order of the table.  The model
-keeps that encoding (:class:`TableEncoding`, its ``table_encoding_``) and
-``predict`` applies it to new rows::
+Numeric columns are standardised (scikit-learn's ``StandardScaler``: the
+fit's mean and standard deviation; ``--no-scale`` uses them as they are); text,
+categorical and boolean columns are one-hot encoded (``OneHotEncoder``,
+``column=value``); missing or infinite numbers are refused.  The model file
+holds a scikit-learn pipeline, ``Pipeline([("encode", ColumnTransformer(...)),
+("model", estimator)])``, and ``predict`` applies it to new rows (in Python,
+``joblib.load("model.joblib").predict(frame)``)::
 
     python -m daskelastic predict model.joblib new_flights.parquet --output predictions.csv
+
+A fit on an svmlight file saves ``Pipeline([("encode", "passthrough"), ("model",
+estimator)])``; ``predict`` also reads a bare fitted estimator as a model of
+svmlight features.  Model files written before ``fit`` saved pipelines, which
+kept a table's encoding in the estimator (``table_encoding_``), cannot be read:
+``predict`` says to fit them again.
 
 Bad options and unreadable files end the command with a message and exit
 status 2; a fit that fails, or that stops at ``--max-iter`` with a relative
@@ -35,7 +43,7 @@ import time
 import warnings
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "TableEncoding"]
+__all__ = ["main", "build_parser"]
 
 MODELS = {"logistic": "LogisticRegression", "linearsvc": "LinearSVC", "ridge": "Ridge"}
 FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet",
@@ -74,8 +82,9 @@ def build_parser():
         "fit", help="fit a model on a CSV, Parquet or svmlight file",
         description="Fit a daskelastic model on a table and save it with joblib. Numeric "
                     "columns are standardised (unless --no-scale); text, categorical and "
-                    "boolean columns are one-hot encoded (column=value); the model keeps "
-                    "the encoding, for predict. The model is saved with the estimator's "
+                    "boolean columns are one-hot encoded (column=value). The model file "
+                    "holds a scikit-learn Pipeline (that encoding, a ColumnTransformer, "
+                    "then the estimator) for predict; the estimator is saved with its "
                     "defaults for where and how loudly it fits (client=None, "
                     "backend='auto', verbose=0), so that a refit in Python runs where a "
                     "new estimator would, not on the cluster of this fit. Exit status 1 "
@@ -255,13 +264,13 @@ def _demo(args):
 # -- fit ------------------------------------------------------------------------------
 def _fit(args):
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.utils._param_validation import InvalidParameterError
+    from sklearn.pipeline import Pipeline
 
     import daskelastic as de
 
     fmt = _check_fit_options(args)
-    X, y, features, encoding = read_table(args.data, fmt=fmt, target=args.target,
-                                          drop=args.drop, scale=not args.no_scale)
+    X, y, features, encoder = read_table(args.data, fmt=fmt, target=args.target,
+                                         drop=args.drop, scale=not args.no_scale)
     est = getattr(de, MODELS[args.model])(
         tol=args.tol, max_iter=args.max_iter, fit_intercept=not args.no_intercept,
         random_state=args.random_state, verbose=0 if args.quiet else 1)
@@ -276,8 +285,9 @@ def _fit(args):
         if "straggler_policy" not in est.get_params():
             raise _UsageError("--straggler-policy: this daskelastic has no straggler policies")
         est.set_params(straggler_policy=args.straggler_policy)
-    scaled = f"; {len(encoding.numeric)} numeric columns standardised" \
-        if encoding is not None and encoding.means is not None and encoding.numeric else ""
+    numeric = [] if fmt == "svmlight" or args.no_scale \
+        else _encoded_columns(encoder, "numeric")
+    scaled = f"; {len(numeric)} numeric columns standardised" if numeric else ""
     print(f"data: {X.shape[0]:,} rows × {X.shape[1]:,} features from {args.data} ({fmt})"
           f"{scaled}", flush=True)
     with _cluster(args) as client:
@@ -293,8 +303,6 @@ def _fit(args):
             with warnings.catch_warnings():  # the summary below says it
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 est.fit(X, y)
-        except InvalidParameterError as e:  # e.g. an unknown straggler policy
-            raise _UsageError(str(e)) from None
         except BrokenPipeError as e:
             if _stdout_closed():   # the progress bar's reader left: main ends quietly
                 raise
@@ -332,9 +340,9 @@ def _fit(args):
     if args.output:
         import joblib
 
-        if encoding is not None:
-            est.table_encoding_ = encoding   # for ``predict``
-        joblib.dump(est, args.output)
+        # fitted step by step above, so that the estimator's fit ran on the
+        # cluster with its progress bar; the pipeline is what ``predict`` applies
+        joblib.dump(Pipeline([("encode", encoder), ("model", est)]), args.output)
         print(f"model: {args.output} ({len(features)} features: "
               f"{', '.join(features[:5])}{', ...' if len(features) > 5 else ''})")
     if args.history:
@@ -359,9 +367,13 @@ def _convergence_advice(args, fmt, meaningless=False):
 
 def _check_fit_options(args):
     """Check the options against each other; return the data's format."""
-    if args.C is not None and args.C <= 0:
+    from .policies import STRAGGLER_POLICIES
+
+    # written so that NaN fails too (the estimators' own checks would fail
+    # the fit with status 1, after reading the data)
+    if args.C is not None and not args.C > 0:
         raise _UsageError("--C must be positive")
-    if args.alpha is not None and args.alpha <= 0:
+    if args.alpha is not None and not args.alpha > 0:
         raise _UsageError("--alpha must be positive")
     if args.alpha is not None and args.model != "ridge":
         raise _UsageError("--alpha applies to --model ridge; use --C")
@@ -369,10 +381,14 @@ def _check_fit_options(args):
         raise _UsageError("give --alpha or --C, not both")
     if args.loss is not None and args.model != "linearsvc":
         raise _UsageError("--loss applies to --model linearsvc")
-    if args.tol < 0:
+    if not args.tol >= 0:
         raise _UsageError("--tol must be non-negative")
     if args.max_iter < 1:
         raise _UsageError("--max-iter must be at least 1")
+    if args.straggler_policy is not None and args.straggler_policy not in STRAGGLER_POLICIES:
+        raise _UsageError(f"--straggler-policy must be one of "
+                          f"{', '.join(map(repr, STRAGGLER_POLICIES))}, got "
+                          f"{args.straggler_policy!r}")
     if args.workers is not None and args.workers < 1:
         raise _UsageError("--workers must be at least 1")
     fmt = _format_of(args.data, args.format)
@@ -417,7 +433,7 @@ def _read_frame(path, fmt):
 
 
 def read_table(path, *, fmt, target=None, drop=(), scale=True):
-    """Read a table for ``fit``: the features, the target and the feature names.
+    """Read a table for ``fit``: the features, the target, their names and the encoder.
 
     Parameters
     ----------
@@ -430,8 +446,9 @@ def read_table(path, *, fmt, target=None, drop=(), scale=True):
     drop : list of str
         Columns that are not features.
     scale : bool, default=True
-        Standardise the numeric columns of a CSV or Parquet table (see
-        :class:`TableEncoding`); svmlight files are read as they are.
+        Standardise the numeric columns of a CSV or Parquet table
+        (scikit-learn's ``StandardScaler``); svmlight files are read as
+        they are.
 
     Returns
     -------
@@ -439,9 +456,13 @@ def read_table(path, *, fmt, target=None, drop=(), scale=True):
         Dense when every feature is numeric; CSR with one-hot columns.
     y : ndarray
     names : list of str
-    encoding : TableEncoding or None
-        How the features were made (None for svmlight).
+        ``column`` for a numeric feature, ``column=value`` for a one-hot one.
+    encoder : sklearn.compose.ColumnTransformer or "passthrough"
+        Fitted: how ``X`` was made of the table's columns (the first step of
+        the pipeline ``fit`` saves); ``"passthrough"`` for svmlight.
     """
+    import numpy as np
+
     if fmt == "svmlight":
         from sklearn.datasets import load_svmlight_file
 
@@ -449,8 +470,8 @@ def read_table(path, *, fmt, target=None, drop=(), scale=True):
             X, y = load_svmlight_file(path)
         except (OSError, ValueError) as e:
             raise _UsageError(f"cannot read {path} as svmlight: {e}") from None
-        return X, y, [f"x{j}" for j in range(X.shape[1])], None
-    frame = _read_frame(path, fmt)
+        return X, y, [f"x{j}" for j in range(X.shape[1])], "passthrough"
+    frame = _read_frame(path, fmt).rename(columns=str)
     missing = [c for c in [target, *drop] if c not in frame.columns]
     if missing:
         cols = ", ".join(map(str, frame.columns[:20]))
@@ -462,15 +483,119 @@ def read_table(path, *, fmt, target=None, drop=(), scale=True):
                           "drop or fill them first")
     if len(frame) == 0:
         raise _UsageError(f"{path} has no rows")
-    features = frame.drop(columns=[target, *drop])
-    if features.shape[1] == 0:
+    if not [c for c in frame.columns if c not in {target, *drop}]:
         raise _UsageError(f"{path} has no feature columns left")
-    encoding = TableEncoding.from_frame(features, ignored=[target, *drop], scale=scale)
+    encoder = _table_encoder(frame, ignored=[target, *drop], scale=scale)
     try:
-        X = encoding.transform(features)
+        with np.errstate(over="ignore", invalid="ignore"):   # said just below
+            X = encoder.fit_transform(frame)
     except ValueError as e:
         raise _UsageError(f"{path}: {e}") from None
-    return X, y.to_numpy(), encoding.feature_names, encoding
+    too_large = _unscalable_columns(encoder)
+    if too_large:
+        raise _UsageError(f"{path}: column(s) {', '.join(map(repr, too_large[:10]))} are too "
+                          "large to standardise (beyond 1e154): rescale them, or give "
+                          "--no-scale")
+    return X, y.to_numpy(), encoder.get_feature_names_out().tolist(), encoder
+
+
+def _table_encoder(frame, *, ignored=(), scale=True):
+    """How ``fit`` makes features of a table's columns: a ColumnTransformer, unfitted.
+
+    Numeric columns are checked (numbers, none missing or infinite) and
+    standardised by scikit-learn's ``StandardScaler`` (or, with ``scale``
+    False, used as they are).  Text, categorical and boolean columns are
+    one-hot encoded (``column=value``, the values seen in sorted order) by
+    ``daskelastic.encoding.one_hot_encoder``, every value read as text
+    (:func:`_as_text`); a value not seen then sets no feature.  The
+    ``ignored`` columns (the target, dropped columns) are the transformer's
+    ``"drop"`` part: optional in new rows.  New rows may hold their columns
+    in any order, and other columns, which are ignored.
+
+    Standardising matters to the fit, not only to the coefficients' scale:
+    CoCoA+ converges at a rate set by the rows' norms, and raw columns such
+    as prices or ids, thousands of times larger than the one-hot features
+    and the intercept, can leave it far from the optimum after hundreds of
+    rounds.
+    """
+    import pandas as pd
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    from .encoding import one_hot_encoder
+
+    features = [c for c in frame.columns if c not in set(ignored)]
+    numeric = [c for c in features if pd.api.types.is_numeric_dtype(frame[c])
+               and not pd.api.types.is_bool_dtype(frame[c])]
+    categorical = [c for c in features if c not in numeric]
+    parts = []
+    if numeric:
+        numbers = FunctionTransformer(_finite_numbers, feature_names_out="one-to-one")
+        parts.append(("numeric", make_pipeline(numbers, StandardScaler()) if scale
+                      else numbers, numeric))
+    if categorical:
+        parts.append(("categorical", one_hot_encoder(prepare=_text_columns), categorical))
+    if ignored:
+        parts.append(("ignored", "drop", list(dict.fromkeys(ignored))))
+    return ColumnTransformer(parts, sparse_threshold=1.0, verbose_feature_names_out=False)
+
+
+def _finite_numbers(frame):
+    """Numeric columns as float64, refused with their names when they hold
+    other values, missing values or infinities."""
+    import numpy as np
+    import pandas as pd
+
+    bad = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])
+           or pd.api.types.is_bool_dtype(frame[c])]
+    if bad:
+        raise ValueError(f"numeric column(s) {', '.join(map(repr, bad[:10]))} hold "
+                         "other values")
+    nan_cols = [c for c in frame.columns if frame[c].isna().any()]
+    if nan_cols:
+        raise ValueError(f"missing values in {', '.join(map(repr, nan_cols[:10]))}: "
+                         "drop or fill them first")
+    values = frame.to_numpy(dtype=np.float64).reshape(len(frame), frame.shape[1])
+    inf_cols = [c for c, ok in zip(frame.columns, np.isfinite(values).all(axis=0)) if not ok]
+    if inf_cols:
+        raise ValueError(f"infinite values in {', '.join(map(repr, inf_cols[:10]))}")
+    return values
+
+
+def _encoded_columns(encoder, part):
+    """The columns of the fitted ``encoder``'s part ``part`` (none without it)."""
+    return next((list(columns) for name, _, columns in encoder.transformers_
+                 if name == part), [])
+
+
+def _unscalable_columns(encoder):
+    """Numeric columns whose standardisation overflowed (values beyond 1e154,
+    whose squares float64 cannot hold)."""
+    import numpy as np
+
+    step = encoder.named_transformers_.get("numeric")
+    scaler = step[-1] if hasattr(step, "steps") else None
+    if scaler is None:
+        return []
+    # an overflowed variance leaves scale_ at 1 (taken for a constant column)
+    ok = np.isfinite(scaler.mean_) & np.isfinite(scaler.var_) & np.isfinite(scaler.scale_)
+    return [c for c, fine in zip(_encoded_columns(encoder, "numeric"), ok) if not fine]
+
+
+def _unseen_values(encoder, X):
+    """Rows per one-hot column whose value the fit never saw, read off ``X``'s
+    one-hot blocks (no second pass over the table): ``{column: rows}``."""
+    if "categorical" not in encoder.named_transformers_:
+        return {}
+    onehot = encoder.named_transformers_["categorical"][-1]
+    out, start = {}, encoder.output_indices_["categorical"].start
+    for column, values in zip(_encoded_columns(encoder, "categorical"), onehot.categories_):
+        unseen = int((X[:, start:start + len(values)].getnnz(axis=1) == 0).sum())
+        if unseen:
+            out[column] = unseen
+        start += len(values)
+    return out
 
 
 def _as_text(column):
@@ -496,279 +621,36 @@ def _text_columns(frame):
     return frame.apply(_as_text)
 
 
-class TableEncoding:
-    """How ``fit`` made features of a table's columns, to make the same of new rows.
-
-    Numeric columns are standardised with the means and standard deviations
-    of the rows the encoding was made from (or used as they are, without
-    them); the other columns are one-hot encoded (``column=value``) with the
-    values seen then, in sorted order, by scikit-learn's ``OneHotEncoder`` as
-    the estimators encode a dataframe's categorical columns (see
-    :mod:`daskelastic.encoding`; here booleans are categories too, and every
-    value is read as text).  A value not seen then sets no feature.
-
-    Standardising matters to the fit, not only to the coefficients' scale:
-    CoCoA+ converges at a rate set by the rows' norms, and raw columns such
-    as prices or ids, thousands of times larger than the one-hot features
-    and the intercept, can leave it far from the optimum after hundreds of
-    rounds.
-
-    Parameters
-    ----------
-    numeric : list of str
-        The numeric columns.
-    categorical : list of str
-        The one-hot encoded columns.
-    categories : list of list of str
-        The values of each categorical column.
-    ignored : list of str, optional
-        Columns of the fit's table that were not features (the target,
-        dropped columns); :meth:`transform` ignores them when present.
-    means, scales : list of float, optional
-        For each numeric column, the value subtracted and the one divided
-        by; both None (the default) to use the columns as they are.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from daskelastic.cli import TableEncoding
-    >>> fit_rows = pd.DataFrame({"age": [30, 41], "city": ["Rome", "Oslo"]})
-    >>> enc = TableEncoding.from_frame(fit_rows)
-    >>> enc.feature_names, enc.means, enc.scales
-    (['age', 'city=Oslo', 'city=Rome'], [35.5], [5.5])
-    >>> new_rows = pd.DataFrame({"city": ["Rome", "Paris"], "age": [52, 19]})
-    >>> enc.transform(new_rows).toarray()   # Paris was not seen: no city feature
-    array([[ 3.,  0.,  1.],
-           [-3.,  0.,  0.]])
-    >>> TableEncoding.from_frame(fit_rows, scale=False).transform(new_rows).toarray()
-    array([[52.,  0.,  1.],
-           [19.,  0.,  0.]])
-    """
-
-    # Models saved before numeric columns were standardised unpickle without
-    # these attributes: None uses their columns as they are, as their fit did.
-    means = None
-    scales = None
-
-    def __init__(self, numeric, categorical, categories, ignored=(), means=None,
-                 scales=None):
-        self.numeric = [str(c) for c in numeric]
-        self.categorical = [str(c) for c in categorical]
-        # (distinct, in the order given: the order of feature_names)
-        self.categories = [list(dict.fromkeys(str(v) for v in values))
-                           for values in categories]
-        self.ignored = [str(c) for c in ignored]
-        self.means = None if means is None else [float(v) for v in means]
-        self.scales = None if scales is None else [float(v) for v in scales]
-        if len(self.categories) != len(self.categorical):
-            raise ValueError("one list of categories per categorical column")
-        if (self.means is None) != (self.scales is None):
-            raise ValueError("give both means and scales, or neither")
-        if self.means is not None and not (
-                len(self.means) == len(self.scales) == len(self.numeric)):
-            raise ValueError("one mean and one scale per numeric column")
-
-    @classmethod
-    def from_frame(cls, features, ignored=(), scale=True):
-        """The encoding of a table's feature columns.
-
-        Parameters
-        ----------
-        features : pandas.DataFrame
-            The feature columns.
-        ignored : list of str, optional
-            Columns that are not features.
-        scale : bool, default=True
-            Standardise the numeric columns: subtract their mean, divide by
-            their standard deviation (that of the population, as
-            scikit-learn's ``StandardScaler``).  A constant column gets the
-            scale 1, so it is 0 in these rows and its shift from the
-            constant in new rows.
-
-        Returns
-        -------
-        TableEncoding
-            Numeric columns standardised (or as they are), the others one-hot.
-        """
-        import numpy as np
-        import pandas as pd
-
-        numeric = [c for c in features.columns
-                   if pd.api.types.is_numeric_dtype(features[c])
-                   and not pd.api.types.is_bool_dtype(features[c])]
-        categorical = [c for c in features.columns if c not in numeric]
-        categories = [sorted(set(_as_text(features[c]))) for c in categorical]
-        means = scales = None
-        if scale:
-            values = features[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
-            means, scales = _standardisation(values.reshape(len(features), len(numeric)))
-        return cls(numeric, categorical, categories, ignored, means, scales)
-
-    @property
-    def feature_names(self):
-        """``column`` for a numeric feature, ``column=value`` for a one-hot one."""
-        return self.numeric + [f"{c}={v}" for c, values in
-                               zip(self.categorical, self.categories) for v in values]
-
-    def transform(self, frame):
-        """The features of ``frame``'s rows.
-
-        Parameters
-        ----------
-        frame : pandas.DataFrame
-            Rows with (at least) the encoding's columns, in any order.
-
-        Returns
-        -------
-        ndarray or scipy.sparse.csr_matrix
-            Dense float64 when every feature is numeric; CSR otherwise.
-
-        Raises
-        ------
-        ValueError
-            On a missing column, a column the encoding did not see, or a
-            numeric column with missing or non-numeric values.
-        """
-        import numpy as np
-        import pandas as pd
-        import scipy.sparse as sp
-
-        frame = frame.rename(columns=str)
-        missing = [c for c in self.numeric + self.categorical if c not in frame.columns]
-        if missing:
-            raise ValueError(f"missing column(s) {', '.join(map(repr, missing[:10]))}")
-        extra = self.unknown_columns(frame)
-        if extra:
-            raise ValueError(f"column(s) {', '.join(map(repr, extra[:10]))} were not "
-                             "features of the fit: drop them first")
-        bad = [c for c in self.numeric if not pd.api.types.is_numeric_dtype(frame[c])
-               or pd.api.types.is_bool_dtype(frame[c])]
-        if bad:
-            raise ValueError(f"numeric column(s) {', '.join(map(repr, bad[:10]))} hold "
-                             "other values")
-        nan_cols = [c for c in self.numeric if frame[c].isna().any()]
-        if nan_cols:
-            raise ValueError(f"missing values in {', '.join(map(repr, nan_cols[:10]))}: "
-                             "drop or fill them first")
-        n = len(frame)
-        dense = frame[self.numeric].to_numpy(dtype=np.float64).reshape(n, len(self.numeric))
-        inf_cols = [c for c, ok in zip(self.numeric, np.isfinite(dense).all(axis=0)) if not ok]
-        if inf_cols:
-            raise ValueError(f"infinite values in {', '.join(map(repr, inf_cols[:10]))}")
-        if self.means is not None:
-            dense = (dense - np.asarray(self.means)) / np.asarray(self.scales)
-        if not self.categorical:
-            return np.ascontiguousarray(dense)
-        from .encoding import encode_frame
-
-        onehot = encode_frame(self._one_hot_encoder(), frame[self.categorical])
-        return sp.hstack([sp.csr_matrix(dense), onehot], format="csr")
-
-    def _one_hot_encoder(self):
-        """scikit-learn's one-hot encoder of the categorical columns' text, as the
-        estimators encode a dataframe's (:mod:`daskelastic.encoding`); made once."""
-        from .encoding import fit_frame_encoder
-
-        encoder = self.__dict__.get("_encoder")
-        if encoder is None:
-            encoder = fit_frame_encoder(self.categorical,
-                                        dict(zip(self.categorical, self.categories)),
-                                        prepare=_text_columns, ordered=True)
-            self.__dict__["_encoder"] = encoder
-        return encoder
-
-    def __getstate__(self):
-        # the encoder is remade from the categories (models saved before it
-        # existed have only those)
-        return {k: v for k, v in self.__dict__.items() if k != "_encoder"}
-
-    def unseen_values(self, X):
-        """Rows per categorical column whose value the encoding never saw.
-
-        Such a value sets none of the column's features; a column whose
-        values were all unseen often means the new table stores it with
-        another type (``1``/``0`` for ``True``/``False``, say).
-
-        Parameters
-        ----------
-        X : scipy.sparse.csr_matrix
-            Rows made by :meth:`transform` (read off its one-hot blocks: no
-            second pass over the table).
-
-        Returns
-        -------
-        dict of str to int
-            ``{column: rows}`` for the columns with unseen values.
-        """
-        out, start = {}, len(self.numeric)
-        for c, values in zip(self.categorical, self.categories):
-            unseen = int((X[:, start:start + len(values)].getnnz(axis=1) == 0).sum())
-            if unseen:
-                out[c] = unseen
-            start += len(values)
-        return out
-
-    def unknown_columns(self, frame):
-        """Columns of ``frame`` that are neither features nor ignored columns.
-
-        Parameters
-        ----------
-        frame : pandas.DataFrame
-            A table.
-
-        Returns
-        -------
-        list of str
-            Their names, in the table's order.
-        """
-        known = set(self.numeric) | set(self.categorical) | set(self.ignored)
-        return [str(c) for c in frame.columns if str(c) not in known]
-
-    def __repr__(self):
-        scaled = "" if self.means is None else " standardised"
-        return (f"TableEncoding({len(self.numeric)}{scaled} numeric, "
-                f"{len(self.categorical)} one-hot columns, {len(self.feature_names)} "
-                "features)")
-
-
-def _standardisation(values):
-    """The means and scales that standardise the columns of ``values``.
-
-    Parameters
-    ----------
-    values : ndarray of shape (n_rows, n_columns)
-
-    Returns
-    -------
-    means, scales : ndarray of shape (n_columns,)
-        The columns' means and population standard deviations; for a
-        constant column its value and 1 (exactly: a mean computed in
-        floating point would leave it a rounding error away from 0, and a
-        standard deviation of that error would blow it up).  Columns that
-        are not finite get garbage: :meth:`TableEncoding.transform` refuses
-        them.
-    """
-    import numpy as np
-
-    n, d = values.shape
-    if n == 0:
-        return np.zeros(d), np.ones(d)
-    with np.errstate(invalid="ignore", over="ignore"):
-        # in units of each column's largest magnitude: the squares of values
-        # beyond 1e154 overflow float64
-        top = np.abs(values).max(axis=0)
-        top[~(np.isfinite(top) & (top > 0))] = 1.0
-        means = (values / top).mean(axis=0) * top
-        scales = (values / top).std(axis=0) * top
-    constant = values.min(axis=0) == values.max(axis=0)
-    means[constant] = values[0, constant]
-    scales[constant] = 1.0
-    return means, scales
-
-
 # -- predict --------------------------------------------------------------------------
-def _predict(args):
+def _load_model(path):
+    """The pipeline in a model file written by ``fit``.
+
+    A bare fitted estimator (as ``fit`` wrote for svmlight files before it
+    saved pipelines, or one dumped from Python) is read as a model of
+    svmlight features.  A model that ``fit`` wrote for a table before it
+    saved pipelines (an estimator with a ``table_encoding_``) cannot be read:
+    the message says to fit it again.
+    """
     import joblib
+    from sklearn.pipeline import Pipeline
+
+    try:
+        model = joblib.load(path)
+    except Exception as e:  # noqa: BLE001 - unpickling errors of every kind
+        if "TableEncoding" in str(e):
+            raise _UsageError(f"{path} was written by an older 'fit', which kept the "
+                              "table's encoding in the estimator: fit it again to save a "
+                              "scikit-learn pipeline") from None
+        raise _UsageError(f"cannot read the model {path}: {type(e).__name__}: {e}") from None
+    if not isinstance(model, Pipeline) and hasattr(model, "coef_"):
+        model = Pipeline([("encode", "passthrough"), ("model", model)])
+    if not (isinstance(model, Pipeline) and hasattr(model[-1], "coef_")
+            and hasattr(model[-1], "predict")):
+        raise _UsageError(f"{path} holds no fitted daskelastic model")
+    return model
+
+
+def _predict(args):
     import pandas as pd
 
     fmt = _format_of(args.data, args.format)
@@ -777,16 +659,10 @@ def _predict(args):
             raise _UsageError("--output must end in .csv or .parquet")
         if not Path(args.output).resolve().parent.is_dir():
             raise _UsageError(f"--output: the folder of {args.output!r} does not exist")
-    try:
-        model = joblib.load(args.model)
-    except Exception as e:  # noqa: BLE001 - unpickling errors of every kind
-        raise _UsageError(f"cannot read the model {args.model}: {type(e).__name__}: "
-                          f"{e}") from None
-    if not (hasattr(model, "coef_") and hasattr(model, "predict")):
-        raise _UsageError(f"{args.model} holds no fitted daskelastic model")
-    encoding = getattr(model, "table_encoding_", None)
+    model = _load_model(args.model)
+    encoder, estimator = model[0], model[-1]
     if fmt == "svmlight":
-        if encoding is not None:
+        if encoder != "passthrough":
             # its features are the encoding's, not the columns of an svmlight file
             raise _UsageError(f"{args.model} was fitted on a CSV or Parquet table: give it "
                               f"a table of the fit's columns, not the svmlight file "
@@ -794,37 +670,45 @@ def _predict(args):
         from sklearn.datasets import load_svmlight_file
 
         try:
-            X, _ = load_svmlight_file(args.data, n_features=model.n_features_in_)
+            X, _ = load_svmlight_file(args.data, n_features=estimator.n_features_in_)
         except (OSError, ValueError) as e:
             raise _UsageError(f"cannot read {args.data} as svmlight with "
-                              f"{model.n_features_in_} features: {e}") from None
+                              f"{estimator.n_features_in_} features: {e}") from None
     else:
-        if encoding is None:
+        if encoder == "passthrough":
             raise _UsageError(f"{args.model} was not fitted on a CSV or Parquet table by "
                               "'fit': it has no column encoding")
         frame = _read_frame(args.data, fmt).rename(columns=str)
         if len(frame) == 0:
             raise _UsageError(f"{args.data} has no rows")
-        extra = encoding.unknown_columns(frame)
+        needed = _encoded_columns(encoder, "numeric") + _encoded_columns(encoder,
+                                                                         "categorical")
+        missing = [c for c in needed if c not in frame.columns]
+        if missing:
+            raise _UsageError(f"{args.data}: missing column(s) "
+                              f"{', '.join(map(repr, missing[:10]))}")
+        extra = [c for c in frame.columns if c not in set(encoder.feature_names_in_)]
         if extra:
             print(f"note: ignoring column(s) {', '.join(map(repr, extra[:10]))}"
                   f"{', ...' if len(extra) > 10 else ''}: not features of the fit",
                   file=sys.stderr)
             frame = frame.drop(columns=extra)
         try:
-            X = encoding.transform(frame)
+            # the pipeline's own steps, one at a time (as its predict runs
+            # them), so that the rows are encoded once for the notes below too
+            X = encoder.transform(frame)
         except ValueError as e:
             raise _UsageError(f"{args.data}: {e}") from None
-        for column, rows in encoding.unseen_values(X).items():
+        for column, rows in _unseen_values(encoder, X).items():
             print(f"note: {column!r}: {rows:,} of {len(frame):,} rows hold a value the fit "
                   "never saw (it sets no feature)", file=sys.stderr)
     if X.shape[0] == 0:
         raise _UsageError(f"{args.data} has no rows")
     try:
-        out = pd.DataFrame({"prediction": model.predict(X)})
-        if hasattr(model, "predict_proba"):
-            proba = model.predict_proba(X)
-            for j, label in enumerate(model.classes_):
+        out = pd.DataFrame({"prediction": estimator.predict(X)})
+        if hasattr(estimator, "predict_proba"):
+            proba = estimator.predict_proba(X)
+            for j, label in enumerate(estimator.classes_):
                 out[f"p({label})"] = proba[:, j]
     except ValueError as e:   # e.g. the model's checks of X
         raise _UsageError(f"cannot predict {args.data}: {e}") from None

@@ -8,8 +8,10 @@ columns through.  The categories are read in one pass over the data, on the
 workers for a dask dataframe, and the rows are encoded where they are: a
 dask dataframe's partitions on the workers, block by block.
 
-The command line's :class:`~daskelastic.cli.TableEncoding` uses the same
-encoder for its text columns.
+The command line (``python -m daskelastic fit``) one-hot encodes a table's
+text, categorical and boolean columns with the same encoder
+(``one_hot_encoder``), inside the ``ColumnTransformer`` of the pipeline it
+saves.
 """
 
 import numpy as np
@@ -105,7 +107,7 @@ def _column_equals_value(column, category):
     return f"{column}={category}"
 
 
-def one_hot_encoder(prepare=missing_as_nan, categories="auto"):
+def one_hot_encoder(prepare=missing_as_nan):
     """The one-hot encoder of categorical columns, unfitted.
 
     Parameters
@@ -113,8 +115,6 @@ def one_hot_encoder(prepare=missing_as_nan, categories="auto"):
     prepare : callable, default=missing_as_nan
         Applied to the columns before they are encoded (a module-level
         function, so that the encoder pickles).
-    categories : "auto" or list of arrays, default="auto"
-        ``OneHotEncoder``'s: the values seen, sorted, or these.
 
     Returns
     -------
@@ -127,11 +127,11 @@ def one_hot_encoder(prepare=missing_as_nan, categories="auto"):
 
     return make_pipeline(
         FunctionTransformer(prepare, feature_names_out="one-to-one"),
-        OneHotEncoder(categories=categories, handle_unknown="ignore", sparse_output=True,
+        OneHotEncoder(handle_unknown="ignore", sparse_output=True,
                       dtype=np.float64, feature_name_combiner=_column_equals_value))
 
 
-def fit_frame_encoder(columns, categories, prepare=missing_as_nan, ordered=False):
+def fit_frame_encoder(columns, categories):
     """A fitted encoder of a table: numeric columns as they are, then one-hot ones.
 
     Parameters
@@ -141,12 +141,6 @@ def fit_frame_encoder(columns, categories, prepare=missing_as_nan, ordered=False
     categories : dict
         For each categorical column, its distinct values (in any order,
         repeats allowed); scikit-learn sorts them, a missing value last.
-    prepare : callable, default=missing_as_nan
-        Applied to the categorical columns before they are encoded (a
-        module-level function, so that the encoder pickles).
-    ordered : bool, default=False
-        Keep each column's categories in the order given (they must then be
-        distinct and need no sorting).
 
     Returns
     -------
@@ -185,9 +179,7 @@ def fit_frame_encoder(columns, categories, prepare=missing_as_nan, ordered=False
         parts.append(("numeric", FunctionTransformer(as_float64, feature_names_out="one-to-one"),
                       numeric))
     if categorical:
-        given = [np.asarray(categories[columns[i]], dtype=object) for i in categorical] \
-            if ordered else "auto"
-        parts.append(("categorical", one_hot_encoder(prepare, given), categorical))
+        parts.append(("categorical", one_hot_encoder(), categorical))
     encoder = ColumnTransformer(parts, sparse_threshold=1.0, verbose_feature_names_out=False)
     distinct = {}
     for i in categorical:

@@ -209,19 +209,22 @@ def test_the_frame_encoder_is_scikit_learns_one_hot_encoder(fertility_text):
     assert encode_frame(ours, frame.iloc[:0]).shape == (0, 12)
 
 
-def test_the_command_line_encodes_with_the_same_encoder(fertility_text):
-    from daskelastic.cli import TableEncoding
+def test_the_command_line_encodes_with_the_same_encoder(fertility_text, tmp_path):
+    """``fit``'s pipeline one-hot encodes text as the estimators do, and pickles."""
+    from daskelastic.cli import read_table
 
-    frame, _ = fertility_text
-    enc = TableEncoding.from_frame(frame, scale=False)
-    X = enc.transform(frame)
-    assert enc._one_hot_encoder().get_feature_names_out().tolist() == \
-        enc.feature_names[2:]
-    ours = encode_frame(fit_frame_encoder(frame.columns,
-                                          {c: frame[c] for c in FERTILITY_TEXT}), frame)
-    np.testing.assert_array_equal(X.toarray(), ours.toarray())
-    # a saved encoding pickles without the encoder and makes it again
-    assert "_encoder" not in pickle.loads(pickle.dumps(enc)).__dict__
+    frame, y = fertility_text
+    frame.assign(morekids=y).to_parquet(tmp_path / "fertility.parquet")
+    X, _, names, encoder = read_table(tmp_path / "fertility.parquet", fmt="parquet",
+                                      target="morekids", scale=False)
+    ours = fit_frame_encoder(frame.columns, {c: frame[c] for c in FERTILITY_TEXT})
+    assert names == ours.get_feature_names_out().tolist()
+    np.testing.assert_array_equal(X.toarray(), encode_frame(ours, frame).toarray())
+    # a value the fit never saw sets no feature of its column
+    unseen = encoder.transform(frame.head(3).assign(gender2="unknown"))
+    assert unseen[:, [j for j, n in enumerate(names) if n.startswith("gender2=")]].nnz == 0
+    again = pickle.loads(pickle.dumps(encoder))
+    np.testing.assert_array_equal(again.transform(frame).toarray(), X.toarray())
 
 
 def test_prediction_checks_values_and_reads_arrays_in_the_fits_column_order(fertility_text):
@@ -243,12 +246,3 @@ def test_pyarrow_text_columns_are_categories(fertility_text):
     ours = de.LogisticRegression(backend="inprocess").fit(arrow, y)
     ref = de.LogisticRegression(backend="inprocess").fit(frame, y)
     np.testing.assert_allclose(ours.coef_, ref.coef_)
-
-
-def test_the_command_lines_encoding_keeps_the_order_it_was_given():
-    from daskelastic.cli import TableEncoding
-
-    enc = TableEncoding([], ["city"], [["Rome", "Oslo", "Oslo"]])
-    assert enc.feature_names == ["city=Rome", "city=Oslo"]
-    X = enc.transform(pd.DataFrame({"city": ["Oslo", "Rome", "Paris"]}))
-    np.testing.assert_array_equal(X.toarray(), [[0, 1], [1, 0], [0, 0]])

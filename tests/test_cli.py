@@ -10,6 +10,7 @@ import joblib
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.pipeline import Pipeline
 
 from daskelastic.monitoring import TOPIC
 
@@ -54,7 +55,9 @@ def test_fit_csv_on_a_scheduler_writes_the_model_and_the_history(files, cluster,
                "--history", "history.csv", "--quiet", cwd=files)
     assert out.returncode == 0, out.stderr
     assert "/daskelastic" in out.stdout and "converged" in out.stdout
-    model = joblib.load(files / "model.joblib")
+    pipeline = joblib.load(files / "model.joblib")
+    assert isinstance(pipeline, Pipeline) and list(pipeline.named_steps) == ["encode", "model"]
+    model = pipeline.named_steps["model"]
     assert model.client is None and model.duality_gap_ <= 1e-3
     assert list(model.classes_) == ["no", "yes"]
     history = pd.read_csv(files / "history.csv")
@@ -72,7 +75,7 @@ def test_fit_parquet_ridge_in_process(files):
     assert out.returncode == 0, out.stderr
     assert "training R²: 0.9" in out.stdout
     assert "100% converged" in out.stdout  # the progress bar's last state
-    model = joblib.load(files / "ridge.joblib")
+    model = joblib.load(files / "ridge.joblib")[-1]
     assert model.coef_.shape == (26,)
     assert len(pd.read_parquet(files / "ridge.parquet")) == len(model.history_)
 
@@ -86,9 +89,10 @@ def test_fit_svmlight_on_a_local_cluster(files):
     assert out.returncode == 0, out.stderr
     assert "1 workers; watch the fit at http" in out.stdout and "/daskelastic" in out.stdout
     model = joblib.load(files / "svm.joblib")
-    X, y = load_svmlight_file(str(files / "flights.svm"), n_features=model.n_features_in_)
+    assert model[0] == "passthrough"   # the file's features are the model's
+    X, y = load_svmlight_file(str(files / "flights.svm"), n_features=model[-1].n_features_in_)
     assert model.score(X, y) > 0.75
-    assert len(pd.read_json(files / "svm.json")) == len(model.history_)
+    assert len(pd.read_json(files / "svm.json")) == len(model[-1].history_)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -103,12 +107,13 @@ def test_fit_svmlight_on_a_local_cluster(files):
     (["fertility.dat", "--target", "morekids"], "cannot tell the format of 'fertility.dat'"),
     (["flights.svm", "--target", "y"], "--target does not apply to svmlight files"),
     (["fertility.csv", "--target", "morekids", "--straggler-policy", "slowest"],
-     "'straggler_policy' parameter of LogisticRegression must be"),
+     "--straggler-policy must be one of 'wait', 'backup', 'dynamic', 'preempt', got 'slowest'"),
+    (["fertility.csv", "--target", "morekids", "--tol", "nan"], "--tol must be non-negative"),
     (["fertility.csv", "--target", "morekids", "--history", "no/such/folder/h.csv"],
      "--history: the folder of 'no/such/folder/h.csv' does not exist"),
 ], ids=["missing file", "broken parquet", "unknown target", "no rows", "negative C",
         "workers and scheduler", "unknown model", "unknown extension", "svmlight target",
-        "unknown straggler policy", "missing history folder"])
+        "unknown straggler policy", "NaN tol", "missing history folder"])
 def test_bad_options_and_unreadable_files_exit_2_with_a_message(files, args, message):
     out = _run("fit", *args, "--quiet", cwd=files, timeout=120)
     assert out.returncode == 2, (out.stdout, out.stderr)
@@ -119,7 +124,7 @@ def test_bad_options_and_unreadable_files_exit_2_with_a_message(files, args, mes
 
 @pytest.fixture(scope="module")
 def encoded_model(files):
-    """A logistic model fitted by the command line on fertility.csv, with its encoding."""
+    """The pipeline fitted by the command line on fertility.csv: its encoding, a model."""
     out = _run("fit", "fertility.csv", "--model", "logistic", "--target", "morekids",
                "--drop", "work", "--C", "0.5", "--tol", "1e-4", "--output", "enc.joblib",
                "-q", cwd=files)
@@ -130,10 +135,10 @@ def encoded_model(files):
 def test_predict_encodes_new_rows_as_the_fit_did(files, encoded_model):
     from daskelastic.cli import read_table
 
-    model = encoded_model
+    pipeline, model = encoded_model, encoded_model[-1]
     X, _, names, _ = read_table(files / "fertility.csv", fmt="csv", target="morekids",
                                 drop=["work"])
-    assert model.table_encoding_.feature_names == names
+    assert pipeline[0].get_feature_names_out().tolist() == names
     frame = pd.read_csv(files / "fertility.csv")
     rows = np.random.default_rng(0).permutation(len(frame))[:400]
     # new rows: columns in another order, an extra column, a value the fit never saw
@@ -151,6 +156,9 @@ def test_predict_encodes_new_rows_as_the_fit_did(files, encoded_model):
     assert list(pred["prediction"]) == list(model.predict(expected))
     np.testing.assert_allclose(pred["p(yes)"], model.predict_proba(expected)[:, 1], rtol=1e-9)
     np.testing.assert_allclose(pred["p(no)"] + pred["p(yes)"], 1.0)
+    # and what the saved pipeline predicts of the new table itself, in Python
+    assert list(pred["prediction"]) == list(pipeline.predict(new))
+    np.testing.assert_allclose(pred["p(yes)"], pipeline.predict_proba(new)[:, 1], rtol=1e-12)
 
 
 def test_predict_svmlight_to_standard_output(files):
@@ -162,7 +170,7 @@ def test_predict_svmlight_to_standard_output(files):
     out = _run("predict", "svm_pred.joblib", "flights.svm", cwd=files)
     assert out.returncode == 0, out.stderr
     model = joblib.load(files / "svm_pred.joblib")
-    X, _ = load_svmlight_file(str(files / "flights.svm"), n_features=model.n_features_in_)
+    X, _ = load_svmlight_file(str(files / "flights.svm"), n_features=model[-1].n_features_in_)
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "prediction" and len(lines) == X.shape[0] + 1
     assert [float(v) for v in lines[1:]] == list(model.predict(X))
@@ -177,7 +185,7 @@ def test_fit_and_predict_with_missing_text_values(files):
                "--output", "blanks.joblib", "-q", cwd=files)
     assert out.returncode == 0, out.stderr
     model = joblib.load(files / "blanks.joblib")
-    names = model.table_encoding_.feature_names
+    names = model[0].get_feature_names_out().tolist()
     assert "gender2=nan" in names
     # the new rows store afam as 1/0 instead of yes/no: said, not silently lost
     new = frame.head(100).assign(afam=lambda f: (f["afam"] == "yes").astype(int))
@@ -185,11 +193,30 @@ def test_fit_and_predict_with_missing_text_values(files):
     out = _run("predict", "blanks.joblib", "blanks_new.csv", cwd=files)
     assert out.returncode == 0, out.stderr
     assert "'afam': 100 of 100 rows hold a value the fit never saw" in out.stderr
-    X = model.table_encoding_.transform(new.drop(columns=["morekids"]))
+    X = model[0].transform(new.drop(columns=["morekids"]))
     j = names.index("gender2=nan")
     assert X[:, j].sum() == 10 and X[:, [names.index("afam=yes"), names.index("afam=no")]].nnz == 0
     predicted = [ln for ln in out.stdout.strip().splitlines()[1:]]
-    assert [ln.split(",")[0] for ln in predicted] == list(model.predict(X))
+    assert [ln.split(",")[0] for ln in predicted] == list(model.predict(new))
+
+
+@pytest.fixture(scope="module")
+def old_table_model(files, encoded_model):
+    """A model file as ``fit`` wrote them for tables before it saved pipelines: the
+    estimator, with the encoding in its ``table_encoding_``, a ``daskelastic.cli.TableEncoding``
+    (which no longer exists to unpickle)."""
+    import daskelastic.cli
+
+    class TableEncoding:
+        __module__, __qualname__ = "daskelastic.cli", "TableEncoding"
+
+    model = encoded_model[-1]
+    with pytest.MonkeyPatch.context() as patch:   # so that pickle finds the class by name
+        patch.setattr(daskelastic.cli, "TableEncoding", TableEncoding, raising=False)
+        model.table_encoding_ = TableEncoding()
+        joblib.dump(model, files / "old_table.joblib")
+        del model.table_encoding_
+    return files / "old_table.joblib"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -201,12 +228,16 @@ def test_fit_and_predict_with_missing_text_values(files):
     (["enc.joblib", "infinite_age.csv"], "infinite values in 'age'"),
     (["enc.joblib", "header_only.csv"], "header_only.csv has no rows"),
     (["svm_only.joblib", "fertility.csv"], "has no column encoding"),
+    (["old_table.joblib", "fertility.csv"], "old_table.joblib was written by an older 'fit', "
+                                             "which kept the table's encoding in the estimator: "
+                                             "fit it again"),
     # fewer features than the model's: they used to be padded with zeros
     (["enc.joblib", "three.svm"], "enc.joblib was fitted on a CSV or Parquet table: give "
                                   "it a table of the fit's columns, not the svmlight file"),
 ], ids=["not a model", "missing data", "missing column", "output format", "infinite value",
-        "no rows", "no encoding", "table model on svmlight"])
-def test_predict_bad_input_exits_2_with_a_message(files, encoded_model, args, message):
+        "no rows", "no encoding", "model of an older fit", "table model on svmlight"])
+def test_predict_bad_input_exits_2_with_a_message(files, encoded_model, old_table_model, args,
+                                                  message):
     from sklearn.datasets import dump_svmlight_file
 
     fertility = pd.read_csv(files / "fertility.csv")
@@ -214,10 +245,8 @@ def test_predict_bad_input_exits_2_with_a_message(files, encoded_model, args, me
     fertility.drop(columns=["age"]).to_csv(files / "no_age.csv", index=False)
     fertility.head(20).assign(age=np.inf).to_csv(files / "infinite_age.csv", index=False)
     fertility.head(0).to_csv(files / "header_only.csv", index=False)
-    if not (files / "svm_only.joblib").exists():   # a model without an encoding
-        model = joblib.load(files / "enc.joblib")
-        del model.table_encoding_
-        joblib.dump(model, files / "svm_only.joblib")
+    if not (files / "svm_only.joblib").exists():   # a bare estimator: no encoding
+        joblib.dump(encoded_model[-1], files / "svm_only.joblib")
     out = _run("predict", *args, cwd=files, timeout=120)
     assert out.returncode == 2, (out.stdout, out.stderr)
     last = out.stderr.strip().splitlines()[-1]
@@ -275,25 +304,27 @@ def standardised_model(files):
 
 
 def test_fit_standardises_numeric_columns(files, standardised_model):
-    out, model = standardised_model
+    out, pipeline = standardised_model
     assert out.returncode == 0, out.stderr
     assert "8 numeric columns standardised" in out.stdout and " converged " in out.stdout
     frame = pd.read_parquet(files / "raw_diamonds.parquet")
-    enc = model.table_encoding_
-    assert enc.numeric == ["rownames", "carat", "depth", "table", "price", "x", "y", "z"]
-    np.testing.assert_allclose(enc.means, frame[enc.numeric].mean(), rtol=1e-12)
-    np.testing.assert_allclose(enc.scales, frame[enc.numeric].std(ddof=0), rtol=1e-12)
-    X = enc.transform(frame.drop(columns=["cut"]))
-    numeric = X[:, :len(enc.numeric)].toarray()
-    np.testing.assert_allclose(numeric.mean(axis=0), 0.0, atol=1e-12)
-    np.testing.assert_allclose(numeric.std(axis=0), 1.0, rtol=1e-12)
+    encoder, model = pipeline[0], pipeline[-1]
+    numeric = ["rownames", "carat", "depth", "table", "price", "x", "y", "z"]
+    assert encoder.get_feature_names_out()[:8].tolist() == numeric
+    scaler = encoder.named_transformers_["numeric"][-1]     # scikit-learn's StandardScaler
+    np.testing.assert_allclose(scaler.mean_, frame[numeric].mean(), rtol=1e-12)
+    np.testing.assert_allclose(scaler.scale_, frame[numeric].std(ddof=0), rtol=1e-12)
+    X = encoder.transform(frame.drop(columns=["cut"]))
+    standardised = X[:, :len(numeric)].toarray()
+    np.testing.assert_allclose(standardised.mean(axis=0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(standardised.std(axis=0), 1.0, rtol=1e-12)
     # on the raw columns: gap 13.5 after 20 rounds, 2.3 after 200, accuracy 0.44
     assert model.duality_gap_ <= 1e-4
-    assert model.score(X, frame["cut"]) > 0.6 > (frame["cut"] == "Ideal").mean()
+    assert pipeline.score(frame, frame["cut"]) > 0.6 > (frame["cut"] == "Ideal").mean()
 
 
 def test_predict_standardises_new_rows_with_the_fits_statistics(files, standardised_model):
-    _, model = standardised_model
+    _, pipeline = standardised_model
     fit_rows = pd.read_parquet(files / "raw_diamonds.parquet")
     new = fit_rows[fit_rows["cut"] == "Premium"].head(5).drop(columns=["cut"])
     new.to_csv(files / "premium.csv", index=False)
@@ -307,6 +338,7 @@ def test_predict_standardises_new_rows_with_the_fits_statistics(files, standardi
               for c in ("color", "clarity")]
     X = np.hstack([scaled.to_numpy(), *(o.to_numpy(dtype=float) for o in onehot)])
     pred = pd.read_csv(files / "premium_pred.csv")
+    model = pipeline[-1]
     np.testing.assert_allclose(pred[[f"p({c})" for c in model.classes_]],
                                model.predict_proba(X), rtol=1e-9)
 
@@ -320,26 +352,39 @@ def test_a_fit_left_with_a_relative_gap_above_1_warns_and_exits_1(files):
     assert len(warning) == 1
     assert float(re.search(r"relative duality gap of ([0-9.e+-]+)", warning[0]).group(1)) > 1
     assert "predictions mean nothing" in warning[0] and "without --no-scale" in warning[0]
-    model = joblib.load(files / "unscaled.joblib")   # still written, for inspection
-    assert model.duality_gap_ > 1 and len(pd.read_csv(files / "unscaled.csv")) == 21
+    pipeline = joblib.load(files / "unscaled.joblib")   # still written, for inspection
+    assert pipeline[-1].duality_gap_ > 1 and len(pd.read_csv(files / "unscaled.csv")) == 21
     # --no-scale: the columns as they are (row ids 1, 2, ...)
-    assert model.table_encoding_.means is None and "standardised" not in out.stdout
+    assert "standardised" not in out.stdout
     frame = pd.read_parquet(files / "raw_diamonds.parquet").head(3)
-    np.testing.assert_array_equal(model.table_encoding_.transform(frame)[:, 0].toarray(),
+    np.testing.assert_array_equal(pipeline[0].transform(frame)[:, 0].toarray(),
                                   [[1.0], [2.0], [3.0]])
 
 
-def test_constant_and_huge_columns_are_standardised_without_overflow():
-    from daskelastic.cli import TableEncoding
+def test_a_constant_column_is_standardised_to_0(files):
+    from daskelastic.cli import read_table
 
-    rng = np.random.default_rng(0)
-    fit_rows = pd.DataFrame({"rate": 0.1, "mass": rng.normal(size=50) * 1e200})
-    enc = TableEncoding.from_frame(fit_rows)
-    X = enc.transform(fit_rows)
-    assert (X[:, 0] == 0.0).all()      # 0.1 - its mean is exactly 0, divided by 1
-    np.testing.assert_allclose([X[:, 1].mean(), X[:, 1].std()], [0.0, 1.0], atol=1e-12)
-    np.testing.assert_allclose(enc.transform(pd.DataFrame({"rate": [0.3], "mass": [0.0]})),
-                               [[0.2, -enc.means[1] / enc.scales[1]]])
+    frame = pd.read_parquet(files / "raw_diamonds.parquet").assign(batch=7.1)
+    frame.to_parquet(files / "constant.parquet", index=False)
+    X, _, names, encoder = read_table(files / "constant.parquet", fmt="parquet", target="cut")
+    j = names.index("batch")
+    np.testing.assert_allclose(X[:, j].toarray(), 0.0, atol=1e-12)
+    # new rows: their shift from the constant
+    new = frame.head(2).assign(batch=[7.1, 8.1])
+    np.testing.assert_allclose(encoder.transform(new)[:, j].toarray().ravel(), [0.0, 1.0],
+                               atol=1e-12)
+
+
+def test_a_column_too_large_to_standardise_exits_2_with_a_message(files, capsys):
+    from daskelastic.cli import main
+
+    frame = pd.read_parquet(files / "raw_diamonds.parquet")
+    frame.assign(price=frame["price"] * 1e200).to_parquet(files / "huge.parquet", index=False)
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", str(files / "huge.parquet"), "--target", "cut", "-q"])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "column(s) 'price' are too large to standardise" in last and "--no-scale" in last
 
 
 def test_the_saved_model_fits_where_a_new_estimator_would(files, cluster):
@@ -350,7 +395,7 @@ def test_the_saved_model_fits_where_a_new_estimator_would(files, cluster):
                cwd=files)
     assert out.returncode == 0, out.stderr
     assert " on 2 workers " in out.stdout    # this fit: on the cluster, with a progress bar
-    model = joblib.load(files / "placed.joblib")
+    model = joblib.load(files / "placed.joblib")[-1]
     defaults = de.LogisticRegression().get_params()
     for name in ("client", "backend", "verbose"):
         assert model.get_params()[name] == defaults[name], name
