@@ -614,6 +614,44 @@ def test_a_slowed_round_stops_at_once_when_asked():
     assert np.count_nonzero(dalpha) == result.steps
 
 
+def test_a_slowed_round_runs_its_budget_in_order_in_slices_after_a_warm_up_call():
+    """The straggler wrapper first runs no step (the kernel's load), then slices in order."""
+    from daskelastic.testing import _SLOWDOWN_SLICES, _run_slowed
+
+    calls = []
+
+    def run(a, b):
+        calls.append((int(a), int(b)))
+        return int(b - a), 0.0
+
+    done = _run_slowed(run, 1_000, 2.0, np.zeros(1, dtype=np.int64), [])
+    assert done == 1_000
+    assert calls[0] == (0, 0)
+    slices = calls[1:]
+    assert len(slices) == _SLOWDOWN_SLICES
+    assert slices[0][0] == 0 and slices[-1][1] == 1_000
+    assert all(end == start for (_, end), (start, _) in zip(slices, slices[1:]))
+
+
+def test_a_slowed_round_ends_with_the_slice_the_stop_flag_cut_short():
+    """No slice runs after a stopped one, and the steps done are the slices' sum."""
+    from daskelastic.testing import _run_slowed
+
+    stop = np.zeros(1, dtype=np.int64)
+    calls = []
+
+    def run(a, b):
+        calls.append((int(a), int(b)))
+        if len(calls) == 4:   # the warm-up, two whole slices, then a stop midway
+            stop[0] = 1
+            return int(b - a) // 2, 0.0
+        return int(b - a), 0.0
+
+    done = _run_slowed(run, 1_600, 3.0, stop, [1e-9])
+    assert len(calls) == 4
+    assert done == 100 + 100 + 50
+
+
 def test_a_round_reports_its_solver_threads_cpu_time():
     """CPU seconds of the solver's thread: what a worker's share of a core is measured by."""
     X, Y, sw = _problem("logistic", n=20_000, d=20)
