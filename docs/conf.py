@@ -1,6 +1,12 @@
 """Sphinx configuration of the daskelastic documentation."""
 
+import sys
+from pathlib import Path
+
 import daskelastic
+
+# the local extension that reads the Benchmarks page's tables from benchmarks/results/
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "daskelastic"
 author = "The daskelastic developers"
@@ -14,6 +20,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "benchmark_tables",
 ]
 
 autosummary_generate = True
