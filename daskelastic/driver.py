@@ -22,6 +22,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .backends.base import ElasticBackend
+from .elastic import ElasticStep
+from .history import RoundEntry
 from .losses import HINGE, POISSON, SOFTMAX
 from .objective import (
     elastic_net_gap,
@@ -213,12 +215,8 @@ class FitResult:
     objective : daskelastic.objective.Objective
         Primal and dual values and the duality gap certified at ``w``.
     history : list of dict
-        One entry per round, the last included, with the keys listed in
-        :func:`~daskelastic.driver.run_cocoa`; also ``events``, the elastic
-        operations of the round (lost workers recovered from while it ran; scale-in, joins,
-        rebalancing and lost workers after it), and, on an elastic backend,
-        ``scaling``: the scaling policy's decision after the round (not on
-        the last entry).
+        One entry per round, the last included: the fields of
+        :class:`~daskelastic.history.RoundEntry` as a dict.
 
     Examples
     --------
@@ -249,6 +247,8 @@ class FitResult:
 #: ``_start_duals``): 0 (a cold start, when the dual prefers it) and ratios of
 #: 2^(1/3) from 1/64 to 64.
 WARM_SCALES = np.concatenate([[0.0], 2.0 ** (np.arange(-18, 19) / 3.0)])
+
+
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
               local_steps=None, random_state=0, acceleration="auto",
               straggler_policy=None, callback=None, round_hook=None,
@@ -352,22 +352,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     Returns
     -------
     FitResult
-        The history entries hold ``round``, ``time``, ``duality_gap``
-        (relative), ``gap``, ``primal``, ``dual``, ``n_workers``, ``n_used``,
-        ``n_dropped``, ``n_preempted``, ``n_backup``, ``steps``, ``sigma`` (the
-        round's σ′), ``step`` (the step ``t`` its proposals were added with;
-        0 when none was), ``outer``
-        (momentum steps so far), ``kappa``, ``worker_seconds`` (``{worker:
-        solver seconds}``), ``worker_cpu_seconds`` (``{worker: CPU seconds
-        of its solver}``, the values None on the simulated cluster),
-        ``worker_arrival`` (``{worker: seconds from the round start to its
-        result}``), ``worker_rows`` (``{worker: rows held}``),
-        ``worker_status`` (``{worker: "used" |
-        "preempted" | "dropped"}``), ``cut`` (seconds into the round when
-        stragglers were stopped, or None), ``round_seconds``, ``policy``,
-        ``policy_estimate`` and ``cost``
-        (:meth:`~daskelastic.backends.base.Backend.cost`: money spent on
-        workers so far, None on backends without prices).
+        Its ``history`` holds one :class:`~daskelastic.history.RoundEntry`
+        per round, as a dict (:meth:`~daskelastic.history.RoundEntry.as_dict`).
 
     Examples
     --------
@@ -396,74 +382,18 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     """
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
-    policy = make_straggler_policy("wait" if straggler_policy is None else straggler_policy)
-    elastic = _elastic_controller(backend, scaling_policy, min_workers, release_workers,
-                                  max_workers)
-    injection = INJECTED_SLOWDOWN.get()
-    t0 = backend.clock()
-    n, d = problem.n_samples, problem.n_features
-    setup_events = backend.take_events()   # e.g. workers lost while the data loaded
-    while True:
-        try:
-            accel = Acceleration.for_fit(acceleration, backend, problem,
-                                         warm=w_start is not None)
-            break
-        except WorkersLost as lost:   # α = 0 everywhere: nothing else to repair
-            if elastic is None:
-                raise
-            setup_events.extend(_recover(elastic, backend, lost.workers)[0])
-    sigmas = SigmaSchedule(sigma, gamma, problem.loss)
-    v = problem.zeros()        # = Σ α_i x_i / (λ′ n), the proximal problem's dual image
-    if w_start is not None:
-        u, more = _start_duals(w_start, backend, elastic, problem.lam, n)
-        setup_events.extend(more)
-        v = accel.start(u, w_start)
-    # a free intercept is not part of v: the driver moves it (intercept_step)
-    # and the certificate adds the constraint Σ α_i = 0 (free_intercept_gap)
-    free = problem.free_intercept
-    b = np.zeros(problem.n_targets) if w_start is None or not free \
-        else np.array(w_start[d], dtype=np.float64)
-    history = []
-    settlements = {}
-    drop_streak = {}           # worker -> rounds in a row its work was dropped
-    converged = stop_requested = False
-    objective = None
-    n_iter = 0
+    fit = _RoundLoop(backend, problem, gamma=gamma, sigma=sigma, acceleration=acceleration,
+                     straggler_policy=straggler_policy, scaling_policy=scaling_policy,
+                     min_workers=min_workers, release_workers=release_workers,
+                     max_workers=max_workers, w_start=w_start)
+    accel, sigmas = fit.accel, fit.sigmas
     seed = 0 if random_state is None else int(random_state)
+    history = []
+    converged = stop_requested = False
+    n_iter = 0
     for round_id in range(max_iter + 1):
-        settlements = backend.between_rounds(settlements)
         last = round_id == max_iter
-        events, setup_events = setup_events, []
-        while True:
-            workers = backend.workers()
-            plan = (WaitPolicy() if last else policy).plan(len(workers))
-            sig = sigmas.plan(plan.max_used or len(workers))
-            w = accel.iterate(v)
-            if free:
-                w[d] = b
-            slowdowns = None if injection is None else injection.factors(round_id, workers)
-            required = () if plan.max_drops is None else \
-                {k for k in workers if drop_streak.get(k, 0) >= plan.max_drops}
-            try:
-                outcome = run_planned_round(backend, plan, round_id, w, settlements,
-                                            inv_lam_n=accel.inv_lam_n, sigma=sig,
-                                            steps=0 if last else local_steps, seed=seed,
-                                            slowdowns=slowdowns, required=required,
-                                            drop_streak=drop_streak)
-                break
-            except WorkersLost as lost:
-                if elastic is None:
-                    raise
-                # the round is discarded everywhere; the lost chunks restart
-                # from α = 0 and w follows the surviving α
-                more, v = _recover(elastic, backend, lost.workers, accel.inv_lam_n,
-                                   discard_round=round_id, settlements=settlements)
-                events.extend(more)
-                settlements = {}
-                policy.reset()
-                sigmas.reset()
-                accel.workers_lost()
-        sigmas.ran()
+        outcome, w, plan, sig = fit.run_round(round_id, last, local_steps, seed)
         results = outcome.results
         used = set() if last else outcome.used
         # sums in a fixed order, not arrival order or a set's (which follows the
@@ -471,83 +401,215 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         order = sorted(results, key=str)
         added = [results[k] for k in order if k in used]
         objective, fenchel_young, mismatch, intercept_sums = _certify(
-            problem, round_id, [results[k] for k in order], w, v, b, accel)
+            problem, round_id, [results[k] for k in order], w, fit.v, fit.b, accel)
         proposal = sum(r.dw for r in added) if added else None
         step = sigmas.observe(sig, len(added), sum(r.dual_change for r in added), proposal,
-                              w, accel.lam_in, n)
-        entry = _history_entry(round_id, backend.clock() - t0, objective, len(workers),
-                               outcome, used, plan, sig, step, accel, policy, backend,
-                               events)
+                              w, accel.lam_in, problem.n_samples)
+        entry = fit.entry(round_id, objective, outcome, used, plan, sig, step)
         history.append(entry)
         if round_hook is not None:
-            round_hook(round_id, w, backend, v, accel.inv_lam_n)
-        stop_requested = bool(callback(entry)) if callback is not None else False
+            round_hook(round_id, w, backend, fit.v, accel.inv_lam_n)
+        stop_requested = bool(callback(entry.as_dict())) if callback is not None else False
         converged = objective.relative_gap <= tol
         if converged or last or stop_requested:
-            entry["step"] = 0.0      # the proposals are discarded
-            try:
-                backend.settle({k: (round_id, None) for k in results})
-            except WorkersLost:
-                pass   # this round's sums certify the result; the rest is closed
+            entry.step = 0.0      # the proposals are discarded
+            fit.discard(round_id, results)
             break
-        drop_streak = {k: 0 if k in used else drop_streak.get(k, 0) + 1 for k in results}
-        if used:
-            v = v + step * proposal
-        if free:   # Σ α_i = v[d]·λ′n: the intercept feature's coefficient in v is 1
-            b = b + intercept_step(intercept_sums, v[d] / accel.inv_lam_n, problem.loss)
-        settlements = {k: (round_id, step if k in used else None) for k in results}
+        fit.commit(round_id, outcome, used, step, proposal, intercept_sums, objective, plan)
         n_iter = round_id + 1
-        policy.observe(RoundRecord(
-            round_id=round_id, arrival=outcome.arrival, full_time=outcome.full_time,
-            used=outcome.used_fraction(),
-            rows={k: r.n_rows for k, r in results.items()}, cut=outcome.cut,
-            duration=backend.clock() - outcome.start, gap=objective.relative_gap,
-            n_backup=plan.n_backup))
-        if elastic is not None:
-            more, settled, v = _elastic_between_rounds(elastic, backend, entry, results,
-                                                       settlements, v, accel.inv_lam_n)
-            if settled:
-                settlements = {}
-            if more:
-                events.extend(more)
-                policy.reset()
-                sigmas.reset()
-                v, switched_off = accel.workers_changed(v, backend)
-                if switched_off:
-                    continue
-        v, switched_on = accel.observe(v, w, objective, max(fenchel_young / n, 0.0), mismatch)
-        if switched_on:
-            sigmas.reset()
-            # the gap's fall per round changes with the switch: progress a
-            # straggler policy measured in plain rounds no longer holds (the
-            # workers' round times do)
-            policy.restart_progress(round_id + 1)
+        if fit.elastic is not None and fit.between_rounds(entry, results):
+            continue     # the workers changed and Catalyst switched off
+        fit.observe(round_id, w, objective, fenchel_young, mismatch)
     if not converged and not stop_requested:
         warnings.warn(
             f"daskelastic did not reach tol={tol:g} in max_iter={max_iter} rounds "
             f"(relative duality gap {objective.relative_gap:.3g}); increase max_iter or "
             "tol, or standardise the features (the rounds needed grow with C·‖x‖²)",
             ConvergenceWarning, stacklevel=3)
-    return FitResult(w, n_iter, converged, objective, history)
+    return FitResult(w, n_iter, converged, objective, [e.as_dict() for e in history])
 
 
-def _elastic_between_rounds(elastic, backend, entry, results, settlements, v, inv_lam_n):
-    """Scale-in, joins and rebalancing after a committed round: ``(events, settled, v)``.
+class _RoundLoop:
+    """What a fit carries from round to round, and the steps of a round that change it.
 
-    ``settled``: the round's settlements were applied during the moves.  A
-    worker that dies during a move or a release is recovered from here, and
-    ``v`` follows the surviving ``α``.
+    ``v = Σ α_i x_i / (λ′ n)`` is the image of the workers' committed ``α``
+    (of the proximal problem with acceleration), ``b`` the free intercept,
+    ``settlements`` what the workers apply before their next round.
     """
-    elastic.observe(entry, results)
-    try:
-        more, settled, alpha_reset = elastic.between_rounds(entry, settlements)
-        lost = None    # (recovered from inside, if at all)
-    except WorkersLost as error:   # a worker died during a move or a release
-        more, settled, alpha_reset, lost = [], True, True, error.workers
-    if alpha_reset:
-        extra, v = _recover(elastic, backend, lost, inv_lam_n, settlements=settlements)
-        more = more + extra
-    return more, settled, v
+
+    def __init__(self, backend, problem, *, gamma, sigma, acceleration, straggler_policy,
+                 scaling_policy, min_workers, release_workers, max_workers, w_start):
+        self.backend, self.problem = backend, problem
+        self.policy = make_straggler_policy(
+            "wait" if straggler_policy is None else straggler_policy)
+        self.elastic = _elastic_controller(backend, scaling_policy, min_workers,
+                                           release_workers, max_workers)
+        self.injection = INJECTED_SLOWDOWN.get()
+        self.t0 = backend.clock()
+        self.events = backend.take_events()   # e.g. workers lost while the data loaded
+        while True:
+            try:
+                self.accel = Acceleration.for_fit(acceleration, backend, problem,
+                                                  warm=w_start is not None)
+                break
+            except WorkersLost as lost:   # α = 0 everywhere: nothing else to repair
+                self._recover(lost, nothing_to_repair=True)
+        self.sigmas = SigmaSchedule(sigma, gamma, problem.loss)
+        self.v = problem.zeros()
+        if w_start is not None:
+            u, more = _start_duals(w_start, backend, self.elastic, problem.lam,
+                                   problem.n_samples)
+            self.events.extend(more)
+            self.v = self.accel.start(u, w_start)
+        # a free intercept is not part of v: the driver moves it (intercept_step)
+        # and the certificate adds the constraint Σ α_i = 0 (free_intercept_gap)
+        d = problem.n_features
+        self.b = np.zeros(problem.n_targets) if w_start is None or not problem.free_intercept \
+            else np.array(w_start[d], dtype=np.float64)
+        self.settlements = {}
+        self.drop_streak = {}      # worker -> rounds in a row its work was dropped
+
+    def _recover(self, lost, nothing_to_repair=False, **kwargs):
+        """Recover from ``lost`` (raised again without an elastic controller); return events."""
+        if self.elastic is None:
+            raise lost
+        if nothing_to_repair:
+            events, _ = _recover(self.elastic, self.backend, lost.workers)
+            self.events.extend(events)
+            return events
+        events, self.v = _recover(self.elastic, self.backend, lost.workers,
+                                  self.accel.inv_lam_n, **kwargs)
+        return events
+
+    def run_round(self, round_id, last, local_steps, seed):
+        """Plan and run round ``round_id``: ``(outcome, w, plan, sigma)``.
+
+        A worker lost while it runs discards the round everywhere; the lost
+        chunks restart from ``α = 0``, ``w`` follows the surviving ``α`` and
+        the round runs again on the workers left.
+        """
+        backend, problem = self.backend, self.problem
+        self.settlements = backend.between_rounds(self.settlements)
+        self.round_events, self.events = self.events, []
+        while True:
+            workers = backend.workers()
+            plan = (WaitPolicy() if last else self.policy).plan(len(workers))
+            sig = self.sigmas.plan(plan.max_used or len(workers))
+            w = self.accel.iterate(self.v)
+            if problem.free_intercept:
+                w[problem.n_features] = self.b
+            slowdowns = None if self.injection is None else \
+                self.injection.factors(round_id, workers)
+            required = () if plan.max_drops is None else \
+                {k for k in workers if self.drop_streak.get(k, 0) >= plan.max_drops}
+            try:
+                outcome = run_planned_round(
+                    backend, plan, round_id, w, self.settlements,
+                    inv_lam_n=self.accel.inv_lam_n, sigma=sig,
+                    steps=0 if last else local_steps, seed=seed, slowdowns=slowdowns,
+                    required=required, drop_streak=self.drop_streak)
+                break
+            except WorkersLost as lost:
+                self.round_events.extend(self._recover(
+                    lost, discard_round=round_id, settlements=self.settlements))
+                self.settlements = {}
+                self.policy.reset()
+                self.sigmas.reset()
+                self.accel.workers_lost()
+        self.n_workers = len(workers)
+        self.sigmas.ran()
+        return outcome, w, plan, sig
+
+    def entry(self, round_id, objective, outcome, used, plan, sig, step):
+        """The round's :class:`~daskelastic.history.RoundEntry`."""
+        results, backend = outcome.results, self.backend
+        return RoundEntry(
+            round=round_id, time=backend.clock() - self.t0,
+            duality_gap=objective.relative_gap, gap=objective.gap,
+            primal=objective.primal, dual=objective.dual, n_workers=self.n_workers,
+            n_used=len(used), n_dropped=len(outcome.dropped),
+            n_preempted=len(outcome.preempted & used), n_backup=plan.n_backup,
+            steps=sum(results[k].steps for k in used), sigma=sig,
+            step=step if used else 0.0, outer=self.accel.n_outer, kappa=self.accel.kappa,
+            worker_seconds={str(k): r.seconds for k, r in results.items()},
+            worker_cpu_seconds={str(k): r.cpu_seconds for k, r in results.items()},
+            worker_arrival={str(k): t for k, t in outcome.arrival.items()},
+            worker_rows={str(k): r.n_rows for k, r in results.items()},
+            worker_status={str(k): _status(k, outcome) for k in results},
+            cut=outcome.cut, round_seconds=backend.clock() - outcome.start,
+            policy=self.policy.name, policy_estimate=plan.estimate, cost=backend.cost(),
+            events=self.round_events)
+
+    def discard(self, round_id, results):
+        """Discard the last round's proposals on every worker."""
+        try:
+            self.backend.settle({k: (round_id, None) for k in results})
+        except WorkersLost:
+            pass   # this round's sums certify the result; the rest is closed
+
+    def commit(self, round_id, outcome, used, step, proposal, intercept_sums, objective,
+               plan):
+        """Add the used proposals with step ``t``; tell the straggler policy how it went."""
+        results, problem = outcome.results, self.problem
+        self.drop_streak = {k: 0 if k in used else self.drop_streak.get(k, 0) + 1
+                            for k in results}
+        if used:
+            self.v = self.v + step * proposal
+        if problem.free_intercept:
+            # Σ α_i = v[d]·λ′n: the intercept feature's coefficient in v is 1
+            self.b = self.b + intercept_step(
+                intercept_sums, self.v[problem.n_features] / self.accel.inv_lam_n,
+                problem.loss)
+        self.settlements = {k: (round_id, step if k in used else None) for k in results}
+        self.policy.observe(RoundRecord(
+            round_id=round_id, arrival=outcome.arrival, full_time=outcome.full_time,
+            used=outcome.used_fraction(),
+            rows={k: r.n_rows for k, r in results.items()}, cut=outcome.cut,
+            duration=self.backend.clock() - outcome.start, gap=objective.relative_gap,
+            n_backup=plan.n_backup))
+
+    def between_rounds(self, entry, results):
+        """Scale-in, joins, rebalancing and recovery after a committed round.
+
+        Returns True when the workers changed and Catalyst switched off (the
+        next round starts without its ``observe``).  A worker that dies
+        during a move or a release is recovered from here, and ``v`` follows
+        the surviving ``α``.
+        """
+        elastic = self.elastic
+        elastic.observe(entry, results)
+        try:
+            step = elastic.between_rounds(self.settlements)
+            lost = None    # (recovered from inside, if at all)
+        except WorkersLost as error:   # a worker died during a move or a release
+            step, lost = ElasticStep([], True, True, None), error.workers
+        entry.scaling = step.scaling
+        events = step.events
+        if step.alpha_reset:
+            extra, self.v = _recover(elastic, self.backend, lost, self.accel.inv_lam_n,
+                                     settlements=self.settlements)
+            events = events + extra
+        if step.settled:
+            self.settlements = {}
+        if not events:
+            return False
+        entry.events.extend(events)
+        self.policy.reset()
+        self.sigmas.reset()
+        self.v, switched_off = self.accel.workers_changed(self.v, self.backend)
+        return switched_off
+
+    def observe(self, round_id, w, objective, fenchel_young, mismatch):
+        """Let the acceleration schedule move its centre, switch on, or adapt ``κ``."""
+        n = self.problem.n_samples
+        self.v, switched_on = self.accel.observe(self.v, w, objective,
+                                                 max(fenchel_young / n, 0.0), mismatch)
+        if switched_on:
+            self.sigmas.reset()
+            # the gap's fall per round changes with the switch: progress a
+            # straggler policy measured in plain rounds no longer holds (the
+            # workers' round times do)
+            self.policy.restart_progress(round_id + 1)
 
 
 def _certify(problem, round_id, results, w, v, b, accel):
@@ -598,41 +660,6 @@ def _certify(problem, round_id, results, w, v, b, accel):
             "sample_weight too large for float64 arithmetic; rescale them (X e.g. "
             "with StandardScaler)")
     return objective, fenchel_young, mismatch, intercept_sums
-
-
-def _history_entry(round_id, time, objective, n_workers, outcome, used, plan, sig, step,
-                   accel, policy, backend, events):
-    """The round's entry of ``history_`` (its keys are :func:`run_cocoa`'s Returns)."""
-    results = outcome.results
-    return {
-        "round": round_id,
-        "time": time,
-        "duality_gap": objective.relative_gap,
-        "gap": objective.gap,
-        "primal": objective.primal,
-        "dual": objective.dual,
-        "n_workers": n_workers,
-        "n_used": len(used),
-        "n_dropped": len(outcome.dropped),
-        "n_preempted": len(outcome.preempted & used),
-        "n_backup": plan.n_backup,
-        "steps": sum(results[k].steps for k in used),
-        "sigma": sig,
-        "step": step if used else 0.0,
-        "outer": accel.n_outer,
-        "kappa": accel.kappa,
-        "worker_seconds": {str(k): r.seconds for k, r in results.items()},
-        "worker_cpu_seconds": {str(k): r.cpu_seconds for k, r in results.items()},
-        "worker_arrival": {str(k): t for k, t in outcome.arrival.items()},
-        "worker_rows": {str(k): r.n_rows for k, r in results.items()},
-        "worker_status": {str(k): _status(k, outcome) for k in results},
-        "cut": outcome.cut,
-        "round_seconds": backend.clock() - outcome.start,
-        "policy": policy.name,
-        "policy_estimate": plan.estimate,
-        "cost": backend.cost(),
-        "events": events,
-    }
 
 
 def _recover(elastic, backend, lost, inv_lam_n=None, **kwargs):

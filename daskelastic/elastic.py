@@ -35,12 +35,13 @@ virtual seconds on a simulated cluster.
 
 import statistics
 import time
+from typing import NamedTuple
 
 from . import config
 from .placement import plan_moves, predicted_round_time, workers_to_release
 from .scaling import ScalingRecord, ThroughputTracker
 
-__all__ = ["ElasticController", "RELEASE_MODES", "lost_event"]
+__all__ = ["ElasticController", "ElasticStep", "RELEASE_MODES", "lost_event"]
 
 #: Values of ``release_workers``.
 RELEASE_MODES = ("auto", True, False)
@@ -49,6 +50,30 @@ RELEASE_MODES = ("auto", True, False)
 #: a core: a few operating-system time slices, or twenty ticks of a coarse
 #: thread CPU clock (~16 ms on Windows).
 _SHARE_MIN_SECONDS = max(0.005, 20 * time.get_clock_info("thread_time").resolution)
+
+
+class ElasticStep(NamedTuple):
+    """What :meth:`ElasticController.between_rounds` did after a round.
+
+    Attributes
+    ----------
+    events : list of dict
+        The operations, for the round's history entry.
+    settled : bool
+        Whether the backend applied the round's settlements (the driver
+        must not send them again).
+    alpha_reset : bool
+        Whether a worker was lost: ``w`` must be recomputed from the
+        workers' ``α``.
+    scaling : dict or None
+        The scaling policy's decision: ``target``, ``reason`` and its
+        estimates.
+    """
+
+    events: list
+    settled: bool
+    alpha_reset: bool
+    scaling: dict | None
 
 
 class ElasticController:
@@ -99,7 +124,7 @@ class ElasticController:
         elastic = ElasticController(backend, make_scaling_policy("convergence"),
                                     release_workers=True)
         elastic.observe(entry, results)          # after each round
-        events, settled, alpha_reset = elastic.between_rounds(entry, settlements)
+        step = elastic.between_rounds(settlements)
     """
 
     def __init__(self, backend, scaling_policy, *, release_workers="auto", max_workers=None,
@@ -145,7 +170,7 @@ class ElasticController:
 
         Parameters
         ----------
-        entry : dict
+        entry : daskelastic.history.RoundEntry
             The round's history entry.
         results : dict
             ``{worker: LocalResult}`` of the round.
@@ -153,9 +178,8 @@ class ElasticController:
         self.tracker.observe({k: (r.steps, r.seconds) for k, r in results.items()
                               if k not in self._repacking})
         self._repacking.clear()
-        self.policy.observe(ScalingRecord(entry["round"], entry["time"],
-                                          entry["duality_gap"], entry["n_workers"],
-                                          core_share=_core_share(results)))
+        self.policy.observe(ScalingRecord(entry.round, entry.time, entry.duality_gap,
+                                          entry.n_workers, core_share=_core_share(results)))
         self._rounds_on_placement += 1
 
     def speeds(self, workers=None):
@@ -175,27 +199,19 @@ class ElasticController:
                                         else workers))
 
     # -- acting between rounds ------------------------------------------------
-    def between_rounds(self, entry, settlements):
+    def between_rounds(self, settlements):
         """Act on the last round: recover, scale in, take in joiners or rebalance.
 
         Parameters
         ----------
-        entry : dict
-            The round's history entry (its ``scaling`` is set here).
         settlements : dict
             The settlements the driver would send with the next round; they
             are applied first when chunks must move.
 
         Returns
         -------
-        events : list of dict
-            What was done.
-        settled : bool
-            Whether the backend applied ``settlements`` (the driver must not
-            send them again).
-        alpha_reset : bool
-            Whether a worker was lost: ``w`` must be recomputed from the
-            workers' ``α``.
+        ElasticStep
+            What was done, and the scaling policy's decision.
         """
         events, settled, alpha_reset = [], False, False
         now = self.backend.clock()
@@ -213,8 +229,8 @@ class ElasticController:
             joined = [w for w in live if w not in self._seen and w not in placement]
             self._seen.update(live)
         decision = self.policy.target(len(self.backend.placement))
-        entry["scaling"] = {"target": decision.target, "reason": decision.reason,
-                            **decision.estimate}
+        scaling = {"target": decision.target, "reason": decision.reason,
+                   **decision.estimate}
         K = len(self.backend.placement)
         if decision.target < K:
             t0 = self.backend.clock()
@@ -223,7 +239,7 @@ class ElasticController:
                 settled = True
             events.append(self._scale_in(decision.target))
             events[-1]["seconds"] = self.backend.clock() - t0
-            return events, settled, alpha_reset
+            return ElasticStep(events, settled, alpha_reset, scaling)
         room = None if self.target is None else max(self.target - K, 0)
         joined = joined if room is None else joined[:room]
         if joined:
@@ -237,7 +253,7 @@ class ElasticController:
             self._apply(event)
             event["seconds"] = self.backend.clock() - t0
             events.append(event)
-        return events, settled, alpha_reset
+        return ElasticStep(events, settled, alpha_reset, scaling)
 
     def _scale_in(self, target):
         placement = self.backend.placement
