@@ -15,16 +15,19 @@ backend what they call for:
   measured speed, slowest worker) would fall by ``rebalance_gain`` by moving
   chunks, they move;
 - **joins**: workers that appear in the cluster during the fit get chunks
-  while the fit has fewer workers than its target (the simulated backend
-  places joiners itself while the fit has no target; this controller does
-  not move them again, and takes joins over once there is a target);
+  (while the fit has fewer workers than its target, once it has one);
+- **departures**: workers that announce they will leave (a simulated
+  cluster's ``"leave"`` events) have their chunks moved, with their ``α``,
+  to the others, and are let go;
 - **losses**: a worker that died has its chunks re-read from the input onto
   live workers with ``α = 0`` (the driver recomputes ``w`` from the surviving
   ``α``).
 
 Moving a chunk with its ``α`` keeps ``w = Σ α_i x_i / (λn)`` exactly, so the
 driver's iterate does not change; only a loss changes it.  Every operation is
-recorded in the history entry's ``events``.
+recorded in the history entry's ``events``.  The controller is the one owner
+of placement decisions: backends report what happened to their workers and
+carry out the moves they are given.
 
 The backend is an :class:`~daskelastic.backends.base.ElasticBackend`
 (:class:`daskelastic.backends.dask.DaskBackend`,
@@ -162,7 +165,6 @@ class ElasticController:
         # workers whose chunk set changed: their next round repacks its rows,
         # which is not their speed
         self._repacking = set()
-        self._own_joins()
 
     # -- observing ------------------------------------------------------------
     def observe(self, entry, results):
@@ -228,6 +230,12 @@ class ElasticController:
             placement = self.backend.placement
             joined = [w for w in live if w not in self._seen and w not in placement]
             self._seen.update(live)
+        leaving = self.backend.departing()
+        if leaving:
+            if not settled:
+                self.backend.settle(settlements)
+                settled = True
+            events.append(self._depart(leaving))
         decision = self.policy.target(len(self.backend.placement))
         scaling = {"target": decision.target, "reason": decision.reason,
                    **decision.estimate}
@@ -273,18 +281,36 @@ class ElasticController:
         self.backend.release(release, retire=retire, target=target)
         t2 = self.backend.clock()
         self.target = target
-        self._own_joins()
         self.tracker.forget(release)
         self._rounds_on_placement = 0
         return {"event": "scale_in", "from": K, "to": len(keep), "released": release,
                 "retired": retire, "moves": len(moves),
                 "move_seconds": t1 - t0, "release_seconds": t2 - t1}
 
-    def _own_joins(self):
-        # with a target, joiners are placed here (only while K < target), not
-        # by a backend that would place them itself
-        if self.target is not None:
-            self.backend.defer_joins()
+    def _depart(self, leaving):
+        """Move the chunks of workers that announced their departure; let them go."""
+        placement = self.backend.placement
+        keep = [w for w in placement if w not in leaving]
+        if not keep:
+            raise RuntimeError(f"workers {leaving} are leaving and no worker is left to "
+                               "hold their chunks")
+        speeds = self.speeds()
+        _, moves = plan_moves(placement, self.backend.chunk_sizes,
+                              {w: speeds[w] for w in keep})
+        t0 = self.backend.clock()
+        self._repacking.update(keep)
+        try:
+            self.backend.move_chunks(moves)
+        finally:
+            # also when a worker dies during the move: those whose chunks
+            # all left go as they announced
+            gone = [w for w in leaving if not self.backend.placement.get(w)]
+            if gone:
+                self.backend.release(gone, retire=True)
+        self.tracker.forget(leaving)
+        self._rounds_on_placement = 0
+        return {"event": "leave", "left": list(leaving), "moves": len(moves),
+                "seconds": self.backend.clock() - t0}
 
     def _retire(self):
         if self.release_workers is True:

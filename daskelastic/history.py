@@ -15,7 +15,9 @@ __all__ = ["RoundEntry"]
 class RoundEntry:
     """One round of a fit: its certificate, its workers and what was done after it.
 
-    Attributes
+    The parameters are kept as attributes of the same names.
+
+    Parameters
     ----------
     round : int
         The round's id, from 0.
@@ -113,6 +115,7 @@ class RoundEntry:
         Returns
         -------
         list of str
+            The field names.
         """
         return [f.name for f in fields(cls)]
 
@@ -124,6 +127,7 @@ class RoundEntry:
         Returns
         -------
         dict
+            ``{field: value}``, in the order of :meth:`keys`.
         """
         entry = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.scaling is None:

@@ -14,9 +14,11 @@ from daskelastic.backends.simulated import (
     WorkerLost,
 )
 from daskelastic.driver import Problem, run_cocoa
+from daskelastic.elastic import ElasticController
 from daskelastic.losses import loss_code
 from daskelastic.objective import lambda_from_C
 from daskelastic.placement import make_chunks, split_rows
+from daskelastic.scaling import make_scaling_policy
 from daskelastic.testing import (
     HeavyTailSlowdown,
     RandomSlowdown,
@@ -184,7 +186,7 @@ def test_invariants_hold_on_the_simulated_cluster(flights_small, policy):
 
 
 def test_departures_move_chunks_with_their_dual_state(flights_small):
-    """A leaving worker's chunks move, with α, at the next round boundary."""
+    """A leaving worker's chunks move, with α, after its round; a joiner takes chunks."""
     X, y = flights_small
     problem, chunks = _problem(X, y)
     probe = SimulatedBackend(problem, chunks, ClusterModel(n_workers=8,
@@ -211,7 +213,11 @@ def test_departures_move_chunks_with_their_dual_state(flights_small):
     billed = sum(s["billed_seconds"] * (3.0 if k == "sim-00008" else 1.0)
                  for k, s in state.items())
     assert result.history[-1]["cost"] == pytest.approx(billed)
-    assert [e[1] for e in backend.log] == ["leave", "rebalance", "join", "rebalance"]
+    # the controller decides both moves; the backend carries them out
+    assert [e[1] for e in backend.log] == ["leave", "move", "release", "join", "move"]
+    events = [ev for h in result.history for ev in h["events"]]
+    assert [ev["event"] for ev in events] == ["leave", "join"]
+    assert events[0]["left"] == ["sim-00003"] and events[1]["joined"] == ["sim-00008"]
 
 
 def test_a_failed_worker_stops_the_fit_with_what_recovery_needs(flights_small):
@@ -381,7 +387,8 @@ def test_a_joiner_takes_a_departed_workers_place_up_to_the_target(flights_600):
     assert len(joins) == 1 and joins[0]["joined"] == ["sim-00004"]
     state = backend.describe()
     assert state["sim-00004"]["rows"] > 0 and state["sim-00005"]["rows"] == 0
-    assert [e[1] for e in backend.log].count("rebalance") == 1     # the leave only
+    leaves = [ev for h in result.history for ev in h["events"] if ev["event"] == "leave"]
+    assert len(leaves) == 1 and leaves[0]["left"] == ["sim-00003"]
 
 
 def test_max_workers_caps_the_joiners_on_the_simulated_cluster(flights_600):
@@ -403,7 +410,7 @@ def test_max_workers_caps_the_joiners_on_the_simulated_cluster(flights_600):
 
 
 def test_a_join_in_a_fixed_fit_moves_chunks_once(flights_600):
-    """Without a target the backend places a joiner; the controller does not again."""
+    """Without a target the controller places a joiner, once."""
     X, y = flights_600
     problem, chunks = _problem(X, y, n_chunks=16)
     backend = SimulatedBackend(problem, chunks,
@@ -415,8 +422,9 @@ def test_a_join_in_a_fixed_fit_moves_chunks_once(flights_600):
     assert result.converged and max(errors) < 1e-12
     counts = [h["n_workers"] for h in result.history]
     assert counts[0] == 4 and counts[-1] == 5 and len(result.history) > 20
-    assert [e[1] for e in backend.log] == ["join", "rebalance"]
-    assert not any(h["events"] for h in result.history)
+    assert [e[1] for e in backend.log] == ["join", "move"]
+    events = [ev for h in result.history for ev in h["events"]]
+    assert [ev["event"] for ev in events] == ["join"] and events[0]["joined"] == ["sim-00004"]
     _holding_is_consistent(backend, 16)
 
 
@@ -444,8 +452,11 @@ def test_a_failure_during_a_departure_releases_the_leaver(flights_600):
     events = [ClusterEvent(0.0, "leave", worker=0), ClusterEvent(1e-4, "fail", worker=2)]
     backend = SimulatedBackend(problem, chunks,
                                ClusterModel(n_workers=4, events=events, **_NETWORK))
+    assert backend.between_rounds({}) == {}           # the departure is announced
+    assert backend.departing() == ["sim-00000"]
+    controller = ElasticController(backend, make_scaling_policy(None))
     with pytest.raises(WorkerLost):
-        backend.between_rounds({})
+        controller.between_rounds({})                 # moves sim-00000's chunks
     state = backend.describe()
     assert state["sim-00000"]["state"] == "left" and state["sim-00000"]["rows"] == 0
     assert "sim-00000" not in backend.live_workers()

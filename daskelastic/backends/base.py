@@ -26,7 +26,7 @@ __all__ = ["Backend", "ElasticBackend", "Settlements"]
 Settlements = dict
 
 
-class Backend(Protocol):
+class Backend(Protocol):  # numpydoc ignore=PR01
     """Where the workers run.
 
     A round is asynchronous: :meth:`start_round` gives every worker the
@@ -282,7 +282,7 @@ class Backend(Protocol):
 
 
 @runtime_checkable
-class ElasticBackend(Backend, Protocol):
+class ElasticBackend(Backend, Protocol):  # numpydoc ignore=PR01
     """A backend whose workers can change between rounds.
 
     The :class:`~daskelastic.elastic.ElasticController` reads the placement
@@ -305,7 +305,8 @@ class ElasticBackend(Backend, Protocol):
         Whether the fit started its cluster (then a scale-in may retire
         workers).
     check_interval : float or None
-        Seconds between checks of the cluster's workers, on :meth:`clock`;
+        Seconds between checks of the cluster's workers, on
+        :meth:`Backend.clock`;
         None: the ``daskelastic.elastic.check-interval`` setting.
     """
 
@@ -327,7 +328,7 @@ class ElasticBackend(Backend, Protocol):
         Returns
         -------
         list
-            Their ids; a worker of :attr:`placement` missing here was lost.
+            Their ids; a worker of ``placement`` missing here was lost.
         """
         raise NotImplementedError
 
@@ -395,10 +396,15 @@ class ElasticBackend(Backend, Protocol):
         """
         raise NotImplementedError
 
-    def defer_joins(self) -> None:
-        """Leave joining workers to the controller from now on (default: no-op).
+    def departing(self) -> list:
+        """Workers holding chunks that announced they will leave (default: none).
 
-        A backend that places joiners itself while the fit has no target
-        number of workers (the simulated cluster's
-        ``ClusterModel.rebalance_on_join``) stops doing so.
+        The controller moves their chunks to the other workers, then lets
+        them go with :meth:`release` (``retire=True``).
+
+        Returns
+        -------
+        list
+            Their ids.
         """
+        return []

@@ -30,12 +30,12 @@ cluster, a slowdown stretches the coordinate steps only.
 Cluster events (:class:`ClusterEvent`) happen at virtual times:
 
 - ``"join"``: a worker arrives and is billed from then on; with
-  ``ClusterModel.rebalance_on_join`` it takes chunks, with their ``α``, from
-  the most loaded workers at the next round boundary — unless the fit has a
-  target number of workers (see below).
-- ``"leave"``: a worker announces its departure; it finishes its round, and
-  at the next round boundary its chunks move, with their ``α``, to the
-  least loaded remaining workers (``w`` is unchanged), then it is released.
+  ``ClusterModel.rebalance_on_join`` the fit sees it and, after the next
+  round, the elastic controller gives it chunks, with their ``α`` (up to the
+  fit's target number of workers, when it has one; see below).
+- ``"leave"``: a worker announces its departure; it finishes its round,
+  then the controller moves its chunks, with their ``α``, to the remaining
+  workers (``w`` is unchanged) and lets it go (its state becomes ``"left"``).
 - ``"fail"``: a worker dies.  Its chunks and dual state are gone; the fit
   stops with :class:`WorkerLost` (as a fit on a real cluster fails today)
   the moment the virtual clock passes the failure.  Recovering — re-reading
@@ -49,12 +49,13 @@ the virtual cluster as it does on Dask, and checks the workers at every round
 boundary (a check is free on the virtual clock).  It rebalances by measured
 throughput as on Dask: by default in fits with a scaling policy only
 (``daskelastic.elastic.rebalance``), so a fixed fit stays reproducible.
-Joins have one owner: once the fit has a target number of workers
-(``max_workers``, or after a scale-in) the controller places joiners, as on
-Dask, and only while the fit has fewer workers than the target (others idle
-and are billed); before that, the backend places them by rows
-(``rebalance_on_join``) and the controller does not move them again.  A
-released worker stops being billed when its chunks have left it.  A failure
+The controller is the one owner of placement decisions, as on Dask: the
+backend reports departures (:meth:`~SimulatedBackend.departing`) and joiners
+(:meth:`~SimulatedBackend.live_workers`) and carries out the moves.  Once the
+fit has a target number of workers (``max_workers``, or after a scale-in)
+joiners get chunks only while the fit has fewer workers than the target
+(others idle and are billed).  A released worker stops being billed when its
+chunks have left it.  A failure
 is not recovered from (see ``"fail"``).
 
 Moving chunks costs virtual time: every worker's link carries the bytes of
@@ -174,11 +175,9 @@ class ClusterModel:
         coordinate steps (the real solver's ``STOP_CHECK_EVERY``); a smaller
         value asks "what if the solvers checked more often".
     rebalance_on_join : bool
-        Give a joining worker chunks (with their ``α``) from the most loaded
-        workers at the next round boundary; otherwise it idles (and is
-        billed).  In a fit with a target number of workers the elastic
-        controller places joiners instead, up to the target
-        (:meth:`~daskelastic.backends.simulated.SimulatedBackend.defer_joins`).
+        Offer a joining worker to the fit: the elastic controller gives it
+        chunks (with their ``α``) after the next round, up to the fit's
+        target number of workers; otherwise it idles (and is billed).
     seed : int
         Seed of the speeds drawn from ``speed_spread``.
 
@@ -526,9 +525,7 @@ class SimulatedBackend(ElasticBackend):
         self._now = 0.0
         self._events = list(model.events)
         self._lost = None
-        self._joined = []            # joined workers the backend has not placed yet
         self._arrived = set()        # every worker that joined during the fit
-        self._controller_joins = False   # see defer_joins()
         self._holding = [n for n in names if self._workers[n].solver.n_rows > 0]
         self._round = None           # (round_id, w, inv_lam_n, sigma, seed)
         self._runs = {}              # worker -> _Run of the running round
@@ -571,7 +568,6 @@ class SimulatedBackend(ElasticBackend):
             price = self.model.worker_prices()[0] if event.price is None else event.price
             solver = ChunkSolver.for_problem(self.problem)
             self._workers[name] = _Worker(name, event.speed, price, t, solver)
-            self._joined.append(name)
             self._arrived.add(name)
             self.log.append((t, "join", name, None))
             return
@@ -599,8 +595,6 @@ class SimulatedBackend(ElasticBackend):
     def _release(self, wk, t, state):
         wk.state = state
         wk.ended = t
-        if wk.name in self._joined:
-            self._joined.remove(wk.name)
 
     def _check_lost(self):
         if self._lost is not None:
@@ -622,12 +616,11 @@ class SimulatedBackend(ElasticBackend):
         return sum(wk.price * wk.billed_seconds(self._now) for wk in self._workers.values())
 
     def between_rounds(self, settlements):
-        """Settle the last round, then apply departures and arrivals due by now.
+        """Apply the cluster events due by now, then settle the last round.
 
-        Chunks of leaving workers move to the least loaded staying workers;
-        with ``ClusterModel.rebalance_on_join``, joined workers take chunks
-        from the most loaded ones (unless the elastic controller places
-        joiners, see :meth:`defer_joins`).  The moves take virtual time.
+        Departures and arrivals are left to the elastic controller
+        (:meth:`departing`, :meth:`live_workers`), which decides where
+        chunks go.
 
         Parameters
         ----------
@@ -647,12 +640,6 @@ class SimulatedBackend(ElasticBackend):
         self._check_lost()
         self._advance(self._now)
         self.settle(settlements)
-        leaving = [n for n in self._holding if self._workers[n].state == "leaving"]
-        joined = []
-        if self.model.rebalance_on_join and not self._controller_joins:
-            joined = [n for n in self._joined if self._workers[n].state == "up"]
-        if leaving or joined:
-            self._rebalance(leaving, joined)
         return {}
 
     def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
@@ -861,43 +848,6 @@ class SimulatedBackend(ElasticBackend):
         self._holding = sorted(n for n, wk in self._workers.items()
                                if wk.state in ("up", "leaving") and wk.solver.n_rows > 0)
 
-    def _rebalance(self, leaving, joined):
-        """Move leaving workers' chunks away and give joined workers a share."""
-        staying = [n for n in self._holding if n not in leaving and n not in joined] + joined
-        if not staying:
-            raise RuntimeError("no simulated worker left to hold the chunks")
-        held = {n: list(self._workers[n].solver.chunk_ids) for n in [*staying, *leaving]}
-        rows = {n: self._workers[n].solver.n_rows for n in held}
-        moves = []
-
-        def plan(cid, src, dst):
-            held[src].remove(cid)
-            held[dst].append(cid)
-            rows[src] -= self.chunk_sizes[cid]
-            rows[dst] += self.chunk_sizes[cid]
-            moves.append((cid, src, dst))
-
-        for src in leaving:
-            for cid in list(held[src]):
-                plan(cid, src, min(staying, key=lambda n: (rows[n], n)))
-        target = sum(rows[n] for n in staying) / len(staying)
-        old = [n for n in staying if n not in joined]
-        for dst in joined:
-            while old:
-                src = max(old, key=lambda n: (rows[n], n))
-                cid = min(held[src], default=None)
-                if cid is None or rows[dst] + self.chunk_sizes[cid] > target:
-                    break
-                plan(cid, src, dst)
-        try:
-            self.move_chunks(moves, why="rebalance")
-        finally:
-            # also when a failure during the move raises WorkerLost
-            for src in leaving:
-                if self._workers[src].solver.n_rows == 0:
-                    self._release(self._workers[src], self._now, "left")
-            self._joined = [n for n in self._joined if n not in joined]
-
     # -- the ElasticController's interface ------------------------------------
     @property
     def placement(self):
@@ -907,32 +857,30 @@ class SimulatedBackend(ElasticBackend):
     def live_workers(self):
         """Workers of the fit that are up (holding chunks or not).
 
-        A worker that joined counts once the backend has given it chunks
-        (``ClusterModel.rebalance_on_join``) or, after :meth:`defer_joins`,
-        as soon as it arrives, for the controller to place.  Otherwise a
-        joiner without chunks idles, as the model says, and the controller
-        does not see it.
+        A worker that joined counts when the model offers joiners to the fit
+        (``ClusterModel.rebalance_on_join``): the controller then places it.
+        Otherwise a joiner without chunks idles, as the model says, and the
+        controller does not see it.
 
         Returns
         -------
         list of str
             Their names, in order.
         """
-        visible = self._controller_joins and self.model.rebalance_on_join
+        visible = self.model.rebalance_on_join
         return sorted(n for n, wk in self._workers.items()
                       if wk.state in ("up", "leaving")
                       and (visible or n not in self._arrived or wk.solver.n_rows > 0))
 
-    def defer_joins(self):
-        """Leave joining workers to the elastic controller from now on.
+    def departing(self):
+        """Workers holding chunks that announced a departure (``"leave"`` events).
 
-        The controller calls this once its fit has a target number of
-        workers (``max_workers``, or a scale-in): joiners are then placed by
-        the controller, only while the fit has fewer workers than the target,
-        and the backend stops giving them chunks at round boundaries.  Without
-        ``ClusterModel.rebalance_on_join`` joiners idle either way.
+        Returns
+        -------
+        list of str
+            Their names, in order.
         """
-        self._controller_joins = True
+        return [n for n in self._holding if self._workers[n].state == "leaving"]
 
     def add_workers(self, workers):
         """Make joined ``workers`` available for chunks (they already are: no-op).
@@ -952,7 +900,8 @@ class SimulatedBackend(ElasticBackend):
         Parameters
         ----------
         workers : list of str
-            Workers a scale-in lets go.
+            Workers a scale-in lets go, or that announced their departure
+            (these leave: their state becomes ``"left"``).
         retire : bool
             Retire them: they leave the cluster and their billing ends now.
             Otherwise they stay up, idle, and are still billed.
@@ -973,8 +922,11 @@ class SimulatedBackend(ElasticBackend):
         if held:
             raise RuntimeError(f"workers {held} still hold chunks: move them first")
         for name in workers:
-            if retire:
-                self._release(self._workers[name], self._now, "released")
+            wk = self._workers[name]
+            if wk.state == "leaving":
+                self._release(wk, self._now, "left")
+            elif retire:
+                self._release(wk, self._now, "released")
             if name not in self.released:
                 self.released.append(name)
             self.log.append((self._now, "release", name, {"retired": bool(retire)}))
