@@ -14,7 +14,10 @@ reach it, see ``daskelastic.actor-calls``) or, with
 
 - :mod:`.worker`: what runs on the workers;
 - :mod:`.calls`: the driver's side of the transport;
-- :mod:`.backend`: :class:`DaskBackend`, a fit's rounds and elastic operations.
+- :mod:`.backend`: :class:`DaskBackend`, its state and the rounds; it is made of
+- :mod:`.loading`: placing the data (in-memory chunks, blocks of dask input),
+- :mod:`.elasticity`: moving chunks with their ``α``, joins, releasing workers,
+- :mod:`.recovery`: recovering from lost workers and a lost scheduler connection.
 """
 
 from .backend import DaskBackend
