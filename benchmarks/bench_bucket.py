@@ -2,7 +2,7 @@
 
 What it measures (327,346 × 4,198 flights CSR, C = 1, no intercept, one
 worker in this process; losses logistic, hinge and squared hinge), for each
-bucket size ``B`` of the visiting order (``daskelastic.solvers.BUCKET_ROWS``:
+bucket size ``B`` of the visiting order (``daskelastic.solvers.local.BUCKET_ROWS``:
 the packed rows are visited in buckets of ``B`` consecutive rows, the
 buckets in a fresh random order every round):
 
@@ -68,7 +68,7 @@ def epoch_seconds(solvers, X, Y, loss, sizes, repeats):
     times, r = {b: [] for b in sizes}, 3
     for _ in range(repeats):
         for b in sizes:
-            solvers.BUCKET_ROWS = b
+            solvers.local.BUCKET_ROWS = b
             out = solver.solve(w, round_id=r, inv_lam_n=1.0, sigma=1.0)
             solver.discard(r)
             times[b].append(out.seconds)
@@ -114,14 +114,14 @@ def main(argv=None):
     log(f"bench_bucket  {env['time']}  cpus={env['cpus']}  loadavg={env['loadavg']}")
     log(f"flights: {X.shape[0]} × {X.shape[1]}, nnz={X.nnz}, C=1, tol={args.tol:g}, "
         f"one worker in-process; bucket sizes {args.sizes}")
-    default = solvers.BUCKET_ROWS
+    default = solvers.local.BUCKET_ROWS
     fit_rounds(X[:2000], y[:2000], "logistic", 1e-2, 5)   # numba warm-up
     rows = []
     try:
         for loss in LOSSES:
             epochs = epoch_seconds(solvers, X, Y, loss, args.sizes, args.repeats)
             for b in args.sizes:
-                solvers.BUCKET_ROWS = b
+                solvers.local.BUCKET_ROWS = b
                 rounds, seconds, gap = fit_rounds(X, y, loss, args.tol, args.max_iter)
                 ms = 1e3 * statistics.median(epochs[b])
                 rows.append({"loss": loss, "bucket": b, "rounds": rounds,
@@ -129,7 +129,7 @@ def main(argv=None):
                 log(f"  {loss:<14} B={b:<4} {rounds:>4} rounds  {seconds:6.2f} s  "
                     f"gap {gap:.1e}  epoch {ms:6.1f} ms")
     finally:
-        solvers.BUCKET_ROWS = default
+        solvers.local.BUCKET_ROWS = default
     body = []
     for r in rows:
         ref = next(q for q in rows if q["loss"] == r["loss"] and q["bucket"] == args.sizes[0])

@@ -98,6 +98,7 @@ def run(prob, targets, rounds, warmup):
     """``{variant: {part: [seconds per round]}}`` and the two solvers' final states."""
     import daskelastic.solvers as S
     from daskelastic.losses import loss_code
+    from daskelastic.solvers import local  # the round reads both steps from here
 
     Y = cm.targets_of(prob, targets)
     change = {"vectorised": S._logistic_dual_change, "previous": previous_dual_change}
@@ -119,11 +120,11 @@ def run(prob, targets, rounds, warmup):
         solver.add_chunk(0, prob.X, Y, prob.sw)
         state[v] = [solver, np.zeros((prob.d + 1, targets))]
     try:
-        S.sdca_chunk = timed("kernel", kernel)
+        local.sdca_chunk = timed("kernel", kernel)
         for r in range(warmup + rounds):
             for v in (list(change) if r % 2 else list(change)[::-1]):
                 current[0] = v
-                S._logistic_dual_change = timed("dual change", change[v])
+                local._logistic_dual_change = timed("dual change", change[v])
                 solver, w = state[v]
                 t0 = time.perf_counter()
                 res = solver.solve(w, round_id=r, inv_lam_n=prob.C, sigma=1.0)
@@ -131,8 +132,8 @@ def run(prob, targets, rounds, warmup):
                 state[v][1] = w + res.dw
                 solver.commit(r)
     finally:
-        S.sdca_chunk = kernel
-        S._logistic_dual_change = change["vectorised"]
+        local.sdca_chunk = kernel
+        local._logistic_dual_change = change["vectorised"]
     for v in times:
         for part in times[v]:
             times[v][part] = times[v][part][warmup:]

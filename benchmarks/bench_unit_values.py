@@ -60,14 +60,21 @@ def one_pass(X, w, r):
 @contextlib.contextmanager
 def reading(S, what, n_rows):
     """Within it, the solvers read the values (``what="values"``) or the weights."""
-    name, check = ("unit_values", S.unit_values) if what == "values" else \
-        ("_all_ones", S._all_ones)
-    setattr(S, name, (lambda X: False) if what == "values" else
-            (lambda a: a.shape[0] != n_rows and check(a)))   # (the weights: n_rows long)
+    from daskelastic.solvers import local, logistic, store
+
+    if what == "values":   # read by the solver where it packs the rows
+        parts, name, check = (local,), "unit_values", store.unit_values
+        fake = lambda X: False   # noqa: E731
+    else:                  # read where rows are stored and the logistic logs taken
+        parts, name, check = (store, logistic), "_all_ones", store._all_ones
+        fake = lambda a: a.shape[0] != n_rows and check(a)   # noqa: E731  (weights: n_rows)
+    for part in parts:
+        setattr(part, name, fake)
     try:
         yield
     finally:
-        setattr(S, name, check)
+        for part in parts:
+            setattr(part, name, check)
 
 
 def run(prob, Y, rounds, warmup, what):

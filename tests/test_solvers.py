@@ -124,30 +124,6 @@ def test_the_prefetch_finds_the_runs_of_consecutive_rows_ahead():
     assert runs(np.arange(AHEAD, dtype=np.int64)) == []
 
 
-def test_a_name_set_on_the_solvers_package_reaches_the_part_that_reads_it(monkeypatch):
-    """Benchmarks set ``solvers.BUCKET_ROWS`` or wrap ``solvers.sdca_chunk``: a round sees it."""
-    from daskelastic import solvers
-
-    monkeypatch.setattr(solvers, "BUCKET_ROWS", 4)
-    order = solvers._visit_order(np.random.default_rng(0), 64, 64)
-    assert np.array_equal(order, _visit_order(np.random.default_rng(0), 64, 64, bucket=4))
-    assert not np.array_equal(order, _visit_order(np.random.default_rng(0), 64, 64, bucket=16))
-
-    calls = []
-    kernel = solvers.sdca_chunk
-
-    def counted(*args, **kwargs):
-        calls.append(kwargs["order"].shape[0])
-        return kernel(*args, **kwargs)
-
-    monkeypatch.setattr(solvers, "sdca_chunk", counted)
-    X, Y, sw = _problem("hinge", n=50, d=3)
-    solver = ChunkSolver(loss_code("hinge"), 1, 1.0)
-    solver.add_chunk(0, X, Y, sw)
-    solver.solve(np.zeros((4, 1)), round_id=0, inv_lam_n=0.02, sigma=1.0)
-    assert calls == [50]
-
-
 def test_visit_order_passes_are_permutations_of_buckets():
     rng = np.random.default_rng(0)
     order = _visit_order(rng, 1000, 2500, bucket=64)
@@ -400,7 +376,7 @@ def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, t
     results = []
     for read in (False, True):
         if read:   # the same rows through the kernels that read the values
-            monkeypatch.setattr("daskelastic.solvers.unit_values", lambda X: False)
+            monkeypatch.setattr("daskelastic.solvers.local.unit_values", lambda X: False)
         solver = ChunkSolver(loss_code(loss), m, 1.0)
         if table == "two chunks":
             solver.add_chunk(0, X[:50], Y[:50], sw[:50])
@@ -487,7 +463,9 @@ def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, sparse, monkeypa
     results = []
     for read in (False, True):
         if read:   # every array read, as if some weight were not 1
-            monkeypatch.setattr("daskelastic.solvers._all_ones", lambda a: False)
+            # (read where the rows are stored and where the logistic logs are taken)
+            monkeypatch.setattr("daskelastic.solvers.store._all_ones", lambda a: False)
+            monkeypatch.setattr("daskelastic.solvers.logistic._all_ones", lambda a: False)
         solver = ChunkSolver(loss_code(loss), m, 1.0)
         solver.add_chunk(0, X[:50], Y[:50], sw[:50])
         solver.add_chunk(1, X[50:], Y[50:], sw[50:])

@@ -12,14 +12,11 @@ The parts, each owning one thing:
 - :mod:`~daskelastic.solvers.local`: :class:`ChunkSolver`, the chunks one
   worker holds, their visiting order, the round and its commit protocol.
 
-Every name the rest of the library, the tests and the benchmarks take from
-``daskelastic.solvers`` is here.  Setting one of them here (a benchmark timing
-``sdca_chunk``, or a test turning ``unit_values`` off) sets it in the part
-that reads it too, as when this was one module.
+The names the rest of the library takes from ``daskelastic.solvers`` are here.
+To replace a step (a benchmark timing ``sdca_chunk``, a test turning
+``unit_values`` off), set it in the part that reads it
+(``daskelastic.solvers.local.sdca_chunk``).
 """
-
-import sys
-import types
 
 # (re-exported: the names importers and benchmarks take from here)
 from ._kernels import (  # noqa: F401
@@ -44,29 +41,3 @@ from .store import (  # noqa: F401
 )
 
 __all__ = ["LocalResult", "ChunkSolver", "RowBlock", "STOP_CHECK_EVERY"]
-
-_PARTS = ("_kernels", "logistic", "store", "local")
-
-
-class _Package(types.ModuleType):
-    """This package's module: a name set on it is set in every part bound to the same object.
-
-    The benchmarks time or switch off a step by setting a name of
-    ``daskelastic.solvers`` (``S.sdca_chunk = timed(...)``,
-    ``solvers.BUCKET_ROWS = b``) and the tests with ``monkeypatch``; the code
-    that reads the name now lives in a part, which sees the change through
-    this.
-    """
-
-    def __setattr__(self, name, value):
-        missing = object()
-        old = self.__dict__.get(name, missing)
-        if old is not missing and not isinstance(old, types.ModuleType):
-            for part in _PARTS:
-                module = self.__dict__.get(part)
-                if module is not None and module.__dict__.get(name, missing) is old:
-                    setattr(module, name, value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
