@@ -1,18 +1,21 @@
-"""Every public name of daskelastic is in the API reference."""
+"""Every public name of daskelastic is in the API reference; every entry of it and of the
+internals page names a real object."""
 
 import re
 from pathlib import Path
 
 import daskelastic
 
-API = Path(__file__).resolve().parents[1] / "docs" / "api.rst"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+API = DOCS / "api.rst"
+INTERNALS = DOCS / "internals.rst"
 
 
-def _documented():
-    """Fully qualified names listed in the autosummary tables of docs/api.rst."""
+def _documented(page=API):
+    """Fully qualified names listed in the autosummary tables of a docs page."""
     names, module = set(), "daskelastic"
     in_table = False
-    for line in API.read_text().splitlines():
+    for line in page.read_text().splitlines():
         m = re.match(r"\.\. currentmodule:: (\S+)", line)
         if m:
             module = m.group(1)
@@ -41,7 +44,7 @@ def test_every_public_name_has_a_page_in_the_api_reference():
 def test_every_api_entry_names_a_real_object():
     import importlib
 
-    for name in sorted(_documented()):
+    for name in sorted(_documented() | _documented(INTERNALS)):
         module, _, attr = name.rpartition(".")
         while module:
             try:
@@ -53,3 +56,7 @@ def test_every_api_entry_names_a_real_object():
         for part in attr.split("."):
             obj = getattr(obj, part)
         assert obj is not None, name
+
+
+def test_the_api_page_and_the_internals_page_do_not_overlap():
+    assert not _documented() & _documented(INTERNALS)
