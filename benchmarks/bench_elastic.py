@@ -12,7 +12,7 @@ processes=True)`` (K = 4 for the elastic fit, which starts on 4 and scales in),
 - **worker-seconds**: ``Σ_rounds n_workers × round duration``, the time each
   worker was held by the fit (for fixed K this is ``K × time``; the elastic
   fit holds fewer workers after each scale-in — released workers are retired
-  through the scheduler with ``release_workers=True``).
+  through the scheduler: the policy's ``release_workers=True``).
 
 Each cluster first runs a small warm-up fit (numba caches, actor set-up) that is
 not timed.  Repeats are interleaved (1, 2, 4, elastic, 1, 2, ...), and the
@@ -71,8 +71,10 @@ def run_one(X, y, n_workers, scaling, tol, C):
             warnings.simplefilter("ignore")
             de.LogisticRegression(tol=1e-2, max_iter=3, **common).fit(X[:2000], y[:2000])
         t0 = time.perf_counter()
+        if scaling == "convergence":   # its defaults, retiring the workers it frees
+            scaling = de.ConvergenceScalingPolicy(release_workers=True)
         clf = de.LogisticRegression(tol=tol, max_iter=5000, scaling_policy=scaling,
-                                    release_workers=True, **common).fit(X, y)
+                                    **common).fit(X, y)
         wall = time.perf_counter() - t0
         live = len(client.scheduler_info(n_workers=-1)["workers"])
     hist = clf.history_

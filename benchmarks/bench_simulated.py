@@ -102,6 +102,7 @@ def calibrate(X, y):
 def run(X, y, K, model_name, stragglers, label, policy, n_backup, rate, tol, max_rounds,
         C, check_every=1024):
     from daskelastic import LogisticRegression, simulate
+    from daskelastic.policies import BackupPolicy
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -109,7 +110,8 @@ def run(X, y, K, model_name, stragglers, label, policy, n_backup, rate, tol, max
         clf = simulate(LogisticRegression(C=C, tol=tol, max_iter=max_rounds,
                                           random_state=0),
                        X, y, cluster(K, stragglers, rate, check_every),
-                       straggler_policy=policy, n_backup=n_backup)
+                       straggler_policy=policy if n_backup is None
+                       else BackupPolicy(n_backup=n_backup))
     wall = time.perf_counter() - t0
     h = clf.history_
     hit = next((e for e in h if e["duality_gap"] <= tol), None)

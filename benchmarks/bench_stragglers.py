@@ -58,11 +58,14 @@ def scenario_model(name, seed):
 
 def run_one(client, X, y, policy, kwargs, scenario, seed, tol, max_iter):
     import daskelastic as de
+    from daskelastic.policies import BackupPolicy
     from daskelastic.testing import inject_stragglers
 
     name = policy.split()[0]
+    # kwargs: the policy's own parameters (``n_backup`` of a backup policy)
     clf = de.LogisticRegression(C=1.0, tol=tol, max_iter=max_iter, client=client,
-                                straggler_policy=name, random_state=seed, **kwargs)
+                                straggler_policy=BackupPolicy(**kwargs) if kwargs else name,
+                                random_state=seed)
     with warnings.catch_warnings(), inject_stragglers(scenario_model(scenario, seed)):
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()

@@ -252,8 +252,7 @@ WARM_SCALES = np.concatenate([[0.0], 2.0 ** (np.arange(-18, 19) / 3.0)])
 def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None,
               local_steps=None, random_state=0, acceleration="auto",
               straggler_policy=None, callback=None, round_hook=None,
-              scaling_policy=None, min_workers=None, release_workers="auto",
-              max_workers=None, w_start=None):
+              scaling_policy=None, max_workers=None, w_start=None):
     """Run CoCoA+ rounds on ``backend`` until the relative gap is ≤ ``tol``.
 
     With acceleration, the rounds solve a sequence of proximal problems
@@ -331,15 +330,12 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         ``v = Σ α_i x_i · inv_lam_n``; for tests and debugging.
     scaling_policy : None, "convergence" or daskelastic.scaling.ScalingPolicy
         Elastic scale-in between rounds (see :class:`~daskelastic.elastic.ElasticController`);
-        None keeps the workers.  Needs an elastic backend (Dask or
+        None keeps the workers.  The policy's ``min_workers`` and
+        ``release_workers`` bound the scale-in and say what becomes of the
+        workers it lets go.  Needs an elastic backend (Dask or
         simulated); on one,
         rebalancing by measured throughput, taking in joining workers and
         recovering from lost workers happen with any policy.
-    min_workers : int, optional
-        Never scale in below this many workers.
-    release_workers : {"auto", True, False}
-        What becomes of the workers a scale-in lets go (see
-        :class:`daskelastic.elastic.ElasticController`).
     max_workers : int, optional
         Take in joining workers only up to this many.
     w_start : ndarray of shape (d + 1, m), optional
@@ -384,7 +380,6 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
     fit = _RoundLoop(backend, problem, gamma=gamma, sigma=sigma, acceleration=acceleration,
                      straggler_policy=straggler_policy, scaling_policy=scaling_policy,
-                     min_workers=min_workers, release_workers=release_workers,
                      max_workers=max_workers, w_start=w_start)
     accel, sigmas = fit.accel, fit.sigmas
     seed = 0 if random_state is None else int(random_state)
@@ -438,12 +433,11 @@ class _RoundLoop:
     """
 
     def __init__(self, backend, problem, *, gamma, sigma, acceleration, straggler_policy,
-                 scaling_policy, min_workers, release_workers, max_workers, w_start):
+                 scaling_policy, max_workers, w_start):
         self.backend, self.problem = backend, problem
         self.policy = make_straggler_policy(
             "wait" if straggler_policy is None else straggler_policy)
-        self.elastic = _elastic_controller(backend, scaling_policy, min_workers,
-                                           release_workers, max_workers)
+        self.elastic = _elastic_controller(backend, scaling_policy, max_workers)
         self.injection = INJECTED_SLOWDOWN.get()
         self.t0 = backend.clock()
         self.events = backend.take_events()   # e.g. workers lost while the data loaded
@@ -711,21 +705,19 @@ def _start_duals(w, backend, elastic, lam, n):
             events.extend(_recover(elastic, backend, lost.workers)[0])
 
 
-def _elastic_controller(backend, scaling_policy, min_workers, release_workers,
-                        max_workers):
+def _elastic_controller(backend, scaling_policy, max_workers):
     """The :class:`~daskelastic.elastic.ElasticController` of an elastic backend, or None."""
     from .elastic import ElasticController
     from .scaling import make_scaling_policy
 
-    scaling = make_scaling_policy(scaling_policy, min_workers=min_workers)
+    scaling = make_scaling_policy(scaling_policy)
     if not isinstance(backend, ElasticBackend):
         if scaling_policy is not None:
             raise ValueError(f"scaling_policy={scaling_policy!r} needs workers to release: "
                              "backend='dask' (or 'auto', or a client) or 'simulated', "
                              "not a fit in this process")
         return None
-    return ElasticController(backend, scaling, release_workers=release_workers,
-                             max_workers=max_workers)
+    return ElasticController(backend, scaling, max_workers=max_workers)
 
 
 def _status(worker, outcome):

@@ -88,9 +88,9 @@ class ElasticController:
         The fit's workers (``daskelastic.backends.dask.DaskBackend``,
         :class:`daskelastic.backends.simulated.SimulatedBackend`).
     scaling_policy : daskelastic.scaling.ScalingPolicy
-        Decides the number of workers after each round.
-    release_workers : {"auto", True, False}
-        What becomes of the workers a scale-in lets go: ``True`` retires them
+        Decides the number of workers after each round.  Its
+        ``release_workers`` (``"auto"``, True or False) says what becomes of
+        the workers a scale-in lets go: ``True`` retires them
         through the scheduler (on a simulated cluster: they leave it and
         their billing stops); ``False`` just stops using them (a simulated
         worker stays up, idle and billed); ``"auto"`` retires them when the
@@ -122,17 +122,18 @@ class ElasticController:
     hand, between rounds::
 
         from daskelastic.elastic import ElasticController
-        from daskelastic.scaling import make_scaling_policy
+        from daskelastic.scaling import ConvergenceScalingPolicy, make_scaling_policy
 
-        elastic = ElasticController(backend, make_scaling_policy("convergence"),
-                                    release_workers=True)
+        elastic = ElasticController(
+            backend, make_scaling_policy(ConvergenceScalingPolicy(release_workers=True)))
         elastic.observe(entry, results)          # after each round
         step = elastic.between_rounds(settlements)
     """
 
-    def __init__(self, backend, scaling_policy, *, release_workers="auto", max_workers=None,
-                 check_interval=None, rebalance=None, rebalance_gain="config",
-                 rebalance_rounds=None):
+    def __init__(self, backend, scaling_policy, *, max_workers=None, check_interval=None,
+                 rebalance=None, rebalance_gain="config", rebalance_rounds=None):
+        # (a policy subclass that skipped ScalingPolicy.__init__ has none)
+        release_workers = getattr(scaling_policy, "release_workers", "auto")
         if release_workers not in RELEASE_MODES:
             raise ValueError(f"release_workers must be 'auto', True or False, "
                              f"got {release_workers!r}")

@@ -23,7 +23,11 @@ from sklearn.base import (
     clone,
 )
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions  # no public name exists
+from sklearn.utils._param_validation import (  # no public names exist
+    Hidden,
+    Interval,
+    StrOptions,
+)
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
@@ -200,7 +204,9 @@ class _CoCoABase(BaseEstimator):
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
         "client": [None, object],
-        "backend": [StrOptions(set(BACKENDS))],
+        # "simulated" alone is refused in fit, with what to pass instead
+        "backend": [StrOptions(set(BACKENDS) - {"simulated"}),
+                    Hidden(StrOptions({"simulated"})), ClusterModel],
         "n_workers": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "chunks_per_worker": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "local_steps": [None, Interval(numbers.Integral, 1, None, closed="left")],
@@ -209,11 +215,7 @@ class _CoCoABase(BaseEstimator):
         "acceleration": [StrOptions({"auto", "none"}), None,
                          Interval(numbers.Real, 0, None, closed="left")],
         "straggler_policy": [StrOptions(set(STRAGGLER_POLICIES)), StragglerPolicy],
-        "n_backup": [None, Interval(numbers.Integral, 0, None, closed="left")],
-        "cluster_model": [None, ClusterModel],
         "scaling_policy": [None, StrOptions(set(SCALING_POLICIES)), ScalingPolicy],
-        "min_workers": [None, Interval(numbers.Integral, 1, None, closed="left")],
-        "release_workers": ["boolean", StrOptions({"auto"})],
     }
 
     _loss = None  # set by subclasses / from parameters
@@ -309,15 +311,16 @@ class _CoCoABase(BaseEstimator):
                 "joblib.parallel_backend('dask'): ...) or with threads and the client "
                 "(with joblib.parallel_backend('threading'): ...); see the user guide, "
                 "'Hyper-parameter searches'", UserWarning, stacklevel=3)
+        simulated = self._cluster_model() is not None
         rho = self._l1_ratio()
         # an L1 part leaves the intercept free, as scikit-learn's saga and Lasso do
         free = self.fit_intercept and (not self.penalize_intercept or rho > 0)
         with client_context(self.client):
             X, frame_encoder, columns_in = self._encode_categories(X)
         dask_input = _is_dask_collection(X)
-        if dask_input and self.backend == "simulated":
-            raise ValueError("backend='simulated' needs in-memory input, not a dask "
-                             "collection")
+        if dask_input and simulated:
+            raise ValueError("a simulated backend (backend=ClusterModel(...)) needs "
+                             "in-memory input, not a dask collection")
         if dask_input:
             with client_context(self.client):
                 X, y, sample_weight, encoder, dask_centre = self._prepare_dask(
@@ -396,11 +399,13 @@ class _CoCoABase(BaseEstimator):
         the raw dask targets and weights of dask input (encoded as they load).
         """
         n = problem.n_samples
-        policy = make_straggler_policy(self.straggler_policy, n_backup=self.n_backup)
+        policy = make_straggler_policy(self.straggler_policy)
         cpw = self.chunks_per_worker or config.get("chunks-per-worker")
         # an embedded cluster is the fit's own: it may retire workers it frees
         owns_cluster = self.client is None and current_client() is None
-        with fit_session(client=self.client, backend=self.backend,
+        simulated = self._cluster_model() is not None
+        with fit_session(client=self.client,
+                         backend="simulated" if simulated else self.backend,
                          n_values=n_values, n_workers=self.n_workers,
                          dask_input=dask_input,
                          elastic=self.scaling_policy is not None) as (kind, client):
@@ -456,8 +461,6 @@ class _CoCoABase(BaseEstimator):
                                    random_state=self._seed(),
                                    straggler_policy=policy,
                                    scaling_policy=self.scaling_policy,
-                                   min_workers=self.min_workers,
-                                   release_workers=self.release_workers,
                                    max_workers=self.n_workers,
                                    callback=monitor.on_round,
                                    w_start=w_start)
@@ -529,13 +532,27 @@ class _CoCoABase(BaseEstimator):
             w[d] = (intercept - (0.0 if offset is None else offset)) / problem.intercept_scaling
         return w
 
+    def _cluster_model(self):
+        """The virtual cluster of a simulated fit (``backend`` a ClusterModel), else None.
+
+        ``backend="simulated"`` alone is a ``ValueError`` that says to pass the model.
+        """
+        if isinstance(self.backend, ClusterModel):
+            return self.backend
+        if isinstance(self.backend, str) and self.backend == "simulated":
+            raise ValueError("backend='simulated' needs its virtual cluster: pass the "
+                             "model instead, backend=ClusterModel(n_workers=...), or fit "
+                             "with daskelastic.simulate(estimator, X, y, model)")
+        return None
+
     def _simulated_backend(self, X, Y, sw, problem, chunks_per_worker):
         from .backends.simulated import SimulatedBackend
 
-        model = self.cluster_model or ClusterModel(n_workers=self.n_workers or 8)
+        model = self._cluster_model()
         if self.n_workers is not None and self.n_workers != model.n_workers:
-            raise ValueError(f"n_workers={self.n_workers} differs from "
-                             f"cluster_model.n_workers={model.n_workers}")
+            raise ValueError(f"n_workers={self.n_workers} differs from the ClusterModel's "
+                             f"n_workers={model.n_workers}: leave n_workers unset for a "
+                             "simulated backend")
         k = model.n_workers
         chunks = make_chunks(X, Y, sw, split_rows(problem.n_samples,
                                                   n_chunks=k * chunks_per_worker),
@@ -948,9 +965,9 @@ _SOLVER_DOC = """
         (:mod:`daskelastic.gram`; Spark MLlib's ``"normal"`` solver).
         ``"cocoa"``: CoCoA+ rounds on the workers, with straggler policies,
         elastic scaling and the dashboard.  ``"auto"``: ``"gram"`` up to 256
-        features, unless ``backend="simulated"`` or a ``scaling_policy`` asks
-        for rounds.  With ``"gram"`` the round parameters below
-        (``n_workers`` to ``release_workers``) are unused and
+        features, unless a simulated ``backend`` (a ``ClusterModel``) or a
+        ``scaling_policy`` asks for rounds.  With ``"gram"`` the round
+        parameters below (``n_workers`` to ``scaling_policy``) are unused and
         ``max_iter`` counts passes of coordinate descent."""
 
 _INTERCEPT_DOC = """
@@ -999,14 +1016,15 @@ _COMMON_TAIL = """
         the previous fit's.
     client : distributed.Client, optional
         Cluster to fit on; the current client by default.
-    backend : {"auto", "dask", "inprocess", "simulated"}, default="auto"
+    backend : {"auto", "dask", "inprocess"} or ClusterModel, default="auto"
         ``"dask"`` fits on ``client`` (or the current client, or an embedded
         ``LocalCluster`` started for the fit); ``"inprocess"`` fits in this
         process; ``"auto"`` is ``"dask"`` unless there is no client, the
         input is small (``daskelastic.embedded-threshold`` stored values) and
-        in memory, and there is no ``scaling_policy``;
-        ``"simulated"`` fits in this process on the virtual cluster
-        ``cluster_model`` (``history_`` times are virtual seconds).
+        in memory, and there is no ``scaling_policy``.  A
+        :class:`~daskelastic.ClusterModel` fits in this process on that
+        virtual cluster (``history_`` times are virtual seconds; ``n_workers``
+        is the model's); see :func:`~daskelastic.simulate`.
     n_workers : int, optional
         Workers to use (all of the cluster's by default; the size of an
         embedded cluster; one for ``"inprocess"``).  More than the cluster
@@ -1054,13 +1072,11 @@ daskelastic.policies.StragglerPolicy, default="preempt"
         and drops the rest; ``"dynamic"`` re-chooses ``b`` every round for
         the best estimated progress per second; ``"preempt"`` stops the
         workers still running once half are done (plus 20% of their compute
-        time) and adds their partial work.  A :class:`~daskelastic.policies.StragglerPolicy`
-        instance sets the policy's own parameters.
-    n_backup : int, optional
-        ``b`` of ``straggler_policy="backup"`` (default 1).
-    cluster_model : ClusterModel, optional
-        The virtual cluster of ``backend="simulated"`` (default:
-        ``ClusterModel(n_workers=n_workers or 8)``); see :func:`~daskelastic.simulate`.
+        time) and adds their partial work.  A name takes the policy's
+        defaults (``"backup"``: ``b = 1``); a
+        :class:`~daskelastic.policies.StragglerPolicy` instance sets the
+        policy's own parameters, e.g.
+        :class:`BackupPolicy(n_backup=2) <daskelastic.policies.BackupPolicy>`.
     scaling_policy : None, "convergence" or ScalingPolicy, default=None
         Elastic scale-in on a Dask or simulated cluster (see the user guide): with
         ``"convergence"`` the fit watches how fast ``log(gap)`` falls per
@@ -1068,16 +1084,16 @@ daskelastic.policies.StragglerPolicy, default="preempt"
         workers, with their dual state, to the others and lets those workers
         go.  None keeps the workers.  A
         :class:`~daskelastic.scaling.ScalingPolicy` instance sets the policy's
-        own parameters.  With a policy, ``backend="auto"`` fits on Dask even
-        small input (an embedded cluster when there is no client).
-    min_workers : int, optional
-        Never scale in below this many workers (default 1).
-    release_workers : "auto" or bool, default="auto"
-        What becomes of the workers a scale-in lets go: ``True`` retires them
-        through the scheduler; ``False`` just stops using them; ``"auto"``
-        retires them from a cluster the fit started itself, leaves them to an
+        own parameters, among them ``min_workers`` (never scale in below
+        this many; default 1) and ``release_workers`` (what becomes of the
+        workers a scale-in lets go: ``True`` retires them through the
+        scheduler, ``False`` just stops using them, ``"auto"`` retires them
+        from a cluster the fit started itself, leaves them to an
         :class:`~daskelastic.ElasticAdaptive` to close, and otherwise just
-        stops using them.
+        stops using them), e.g. :class:`ConvergenceScalingPolicy(min_workers=2,
+        release_workers=True) <daskelastic.ConvergenceScalingPolicy>`.
+        With a policy, ``backend="auto"`` fits on Dask even small input (an
+        embedded cluster when there is no client).
 """
 
 _ATTRS_DOC = """
@@ -1187,8 +1203,7 @@ class LogisticRegression(_ClassifierBase):
                  verbose=0, warm_start=False, client=None, backend="auto",
                  n_workers=None, chunks_per_worker=None, local_steps=None, gamma=1.0,
                  sigma=None, acceleration="auto", straggler_policy="preempt",
-                 n_backup=None, cluster_model=None, scaling_policy=None, min_workers=None,
-                 release_workers="auto"):
+                 scaling_policy=None):
         self.C = C
         self.penalty = penalty
         self.l1_ratio = l1_ratio
@@ -1210,11 +1225,7 @@ class LogisticRegression(_ClassifierBase):
         self.sigma = sigma
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
-        self.n_backup = n_backup
-        self.cluster_model = cluster_model
         self.scaling_policy = scaling_policy
-        self.min_workers = min_workers
-        self.release_workers = release_workers
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -1335,8 +1346,7 @@ class LinearSVC(_ClassifierBase):
                  class_weight=None, random_state=None, verbose=0, warm_start=False, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
                  gamma=1.0, sigma=None, acceleration="auto", straggler_policy="preempt",
-                 n_backup=None, cluster_model=None,
-                 scaling_policy=None, min_workers=None, release_workers="auto"):
+                 scaling_policy=None):
         self.C = C
         self.loss = loss
         self.penalty = penalty
@@ -1359,11 +1369,7 @@ class LinearSVC(_ClassifierBase):
         self.sigma = sigma
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
-        self.n_backup = n_backup
-        self.cluster_model = cluster_model
         self.scaling_policy = scaling_policy
-        self.min_workers = min_workers
-        self.release_workers = release_workers
 
     def _loss_name(self, n_targets=1):
         return self.loss
@@ -1531,8 +1537,7 @@ class Ridge(_LinearRegressor):
                  warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
-                 straggler_policy="preempt", n_backup=None, cluster_model=None,
-                 scaling_policy=None, min_workers=None, release_workers="auto"):
+                 straggler_policy="preempt", scaling_policy=None):
         self.alpha = alpha
         self.tol = tol
         self.max_iter = max_iter
@@ -1551,11 +1556,7 @@ class Ridge(_LinearRegressor):
         self.sigma = sigma
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
-        self.n_backup = n_backup
-        self.cluster_model = cluster_model
         self.scaling_policy = scaling_policy
-        self.min_workers = min_workers
-        self.release_workers = release_workers
 
     def _C(self):
         return 1.0 / self.alpha
@@ -1644,8 +1645,7 @@ class ElasticNet(_LinearRegressor):
                  warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
-                 straggler_policy="preempt", n_backup=None, cluster_model=None,
-                 scaling_policy=None, min_workers=None, release_workers="auto"):
+                 straggler_policy="preempt", scaling_policy=None):
         self.alpha = alpha
         self.l1_ratio = l1_ratio
         self.tol = tol
@@ -1664,11 +1664,7 @@ class ElasticNet(_LinearRegressor):
         self.sigma = sigma
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
-        self.n_backup = n_backup
-        self.cluster_model = cluster_model
         self.scaling_policy = scaling_policy
-        self.min_workers = min_workers
-        self.release_workers = release_workers
 
     def _l1_ratio(self):
         return float(self.l1_ratio)
@@ -1676,11 +1672,12 @@ class ElasticNet(_LinearRegressor):
     def _uses_gram(self, problem):
         if self.solver == "cocoa":
             return False
-        rounds_wanted = self.backend == "simulated" or self.scaling_policy is not None
+        rounds_wanted = self._cluster_model() is not None or self.scaling_policy is not None
         if self.solver == "gram":
             if rounds_wanted:
-                raise ValueError("solver='gram' runs no rounds: backend='simulated' and "
-                                 "scaling_policy need solver='cocoa' (or 'auto')")
+                raise ValueError("solver='gram' runs no rounds: a simulated backend "
+                                 "(backend=ClusterModel(...)) and scaling_policy need "
+                                 "solver='cocoa' (or 'auto')")
             return True
         return problem.n_features <= GRAM_MAX_FEATURES and not rounds_wanted
 
@@ -1817,8 +1814,7 @@ class Lasso(ElasticNet):
                  solver="auto", random_state=None, verbose=0, warm_start=False, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
                  gamma=1.0, sigma=None, acceleration="auto", straggler_policy="preempt",
-                 n_backup=None, cluster_model=None, scaling_policy=None, min_workers=None,
-                 release_workers="auto"):
+                 scaling_policy=None):
         self.alpha = alpha
         self.tol = tol
         self.max_iter = max_iter
@@ -1836,11 +1832,7 @@ class Lasso(ElasticNet):
         self.sigma = sigma
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
-        self.n_backup = n_backup
-        self.cluster_model = cluster_model
         self.scaling_policy = scaling_policy
-        self.min_workers = min_workers
-        self.release_workers = release_workers
 
     def _l1_ratio(self):
         return 1.0
@@ -1912,8 +1904,7 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
                  random_state=None, verbose=0, warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
-                 straggler_policy="preempt", n_backup=None, cluster_model=None,
-                 scaling_policy=None, min_workers=None, release_workers="auto"):
+                 straggler_policy="preempt", scaling_policy=None):
         self.alpha = alpha
         self.tol = tol
         self.max_iter = max_iter
@@ -1930,11 +1921,7 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
         self.sigma = sigma
         self.acceleration = acceleration
         self.straggler_policy = straggler_policy
-        self.n_backup = n_backup
-        self.cluster_model = cluster_model
         self.scaling_policy = scaling_policy
-        self.min_workers = min_workers
-        self.release_workers = release_workers
 
     def _C(self):
         # scikit-learn divides the deviance by Σ c_i, the driver's problem by

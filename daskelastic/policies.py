@@ -270,9 +270,11 @@ class BackupPolicy(StragglerPolicy):
 
     Parameters
     ----------
-    n_backup : int
-        ``b``; capped at ``K − 1``.
-    window : int
+    n_backup : int, default=1
+        ``b``; capped at ``K − 1``.  ``straggler_policy="backup"`` is this
+        policy with one backup worker; pass ``BackupPolicy(n_backup=b)`` for
+        another ``b``.
+    window : int, default=10
         Rounds of history kept.
 
     Examples
@@ -280,6 +282,8 @@ class BackupPolicy(StragglerPolicy):
     >>> from daskelastic.policies import BackupPolicy
     >>> BackupPolicy(n_backup=1).plan(4).wait_for
     3
+    >>> BackupPolicy(n_backup=2).plan(4).wait_for
+    2
     """
 
     name = "backup"
@@ -680,16 +684,15 @@ STRAGGLER_POLICIES = {"wait": WaitPolicy, "backup": BackupPolicy,
                       "dynamic": DynamicBackupPolicy, "preempt": PreemptPolicy}
 
 
-def make_straggler_policy(spec, n_backup=None):
+def make_straggler_policy(spec):
     """A fresh :class:`~daskelastic.policies.StragglerPolicy` from a name or an instance.
 
     Parameters
     ----------
     spec : str or StragglerPolicy
-        One of ``STRAGGLER_POLICIES`` or a policy instance (copied, so a fit
-        does not change the caller's object).
-    n_backup : int, optional
-        ``b`` of ``"backup"`` (default 1); an error with any other policy.
+        One of ``STRAGGLER_POLICIES`` (each with its default parameters:
+        ``"backup"`` is ``BackupPolicy(n_backup=1)``) or a policy instance
+        (copied, so a fit does not change the caller's object).
 
     Returns
     -------
@@ -698,24 +701,19 @@ def make_straggler_policy(spec, n_backup=None):
 
     Examples
     --------
-    >>> from daskelastic.policies import make_straggler_policy
-    >>> make_straggler_policy("backup", n_backup=2).n_backup
+    >>> from daskelastic.policies import BackupPolicy, make_straggler_policy
+    >>> make_straggler_policy("backup").n_backup
+    1
+    >>> make_straggler_policy(BackupPolicy(n_backup=2)).n_backup
     2
     """
     import copy
 
     if isinstance(spec, StragglerPolicy):
-        if n_backup is not None:
-            raise ValueError("n_backup applies to straggler_policy='backup' only")
         policy = copy.deepcopy(spec)
         policy.reset()
         return policy
     if spec not in STRAGGLER_POLICIES:
         raise ValueError(f"straggler_policy must be one of {sorted(STRAGGLER_POLICIES)} "
                          f"or a StragglerPolicy instance, got {spec!r}")
-    if spec == "backup":
-        return BackupPolicy(n_backup=1 if n_backup is None else n_backup)
-    if n_backup is not None:
-        raise ValueError(f"n_backup applies to straggler_policy='backup' only, "
-                         f"not {spec!r}")
     return STRAGGLER_POLICIES[spec]()

@@ -107,8 +107,16 @@ class ScalingPolicy:
 
     Parameters
     ----------
-    min_workers : int
+    min_workers : int, default=1
         Never fewer workers than this.
+    release_workers : "auto" or bool, default="auto"
+        What becomes of the workers a scale-in lets go: ``True`` retires them
+        through the scheduler (on a simulated cluster: they leave it and
+        their billing stops); ``False`` just stops using them; ``"auto"``
+        retires them from a cluster the fit started itself (and on a
+        simulated cluster), leaves them to an
+        :class:`~daskelastic.ElasticAdaptive` to close, and otherwise just
+        stops using them (see :class:`~daskelastic.elastic.ElasticController`).
 
     Examples
     --------
@@ -124,10 +132,15 @@ class ScalingPolicy:
 
     name = "policy"
 
-    def __init__(self, min_workers=1):
+    def __init__(self, min_workers=1, release_workers="auto"):
         if min_workers < 1:
             raise ValueError(f"min_workers must be >= 1, got {min_workers}")
+        if not (release_workers == "auto" or isinstance(release_workers, (bool, np.bool_))):
+            raise ValueError(f"release_workers must be 'auto', True or False, "
+                             f"got {release_workers!r}")
         self.min_workers = int(min_workers)
+        self.release_workers = release_workers if release_workers == "auto" \
+            else bool(release_workers)
         self.records = []
         self.log = deque(maxlen=100)
 
@@ -196,8 +209,10 @@ class FixedScaling(ScalingPolicy):
 
     Parameters
     ----------
-    min_workers : int
+    min_workers : int, default=1
         Unused (the workers are kept).
+    release_workers : "auto" or bool, default="auto"
+        Unused (no worker is let go by a scale-in).
 
     Examples
     --------
@@ -245,8 +260,12 @@ class ConvergenceScalingPolicy(ScalingPolicy):
 
     Parameters
     ----------
-    min_workers : int
+    min_workers : int, default=1
         Never fewer workers than this.
+    release_workers : "auto" or bool, default="auto"
+        What becomes of the workers a scale-in lets go (see
+        :class:`ScalingPolicy`): ``True`` retires them through the
+        scheduler, ``False`` just stops using them.
     window : int
         Rounds per rate estimate (at least 2).
     threshold : float
@@ -301,10 +320,10 @@ class ConvergenceScalingPolicy(ScalingPolicy):
 
     name = "convergence"
 
-    def __init__(self, min_workers=1, *, window=5, threshold=0.5, wait_count=2,
-                 factor=0.5, improvement=1.5, warmup=3, min_gap=1e-12, contention=0.8,
-                 contention_rounds=2):
-        super().__init__(min_workers)
+    def __init__(self, min_workers=1, *, release_workers="auto", window=5, threshold=0.5,
+                 wait_count=2, factor=0.5, improvement=1.5, warmup=3, min_gap=1e-12,
+                 contention=0.8, contention_rounds=2):
+        super().__init__(min_workers, release_workers)
         if window < 2:
             raise ValueError(f"window must be >= 2, got {window}")
         if not 0.0 < threshold < 1.0:
@@ -546,16 +565,15 @@ class ThroughputTracker:
 SCALING_POLICIES = {"convergence": ConvergenceScalingPolicy}
 
 
-def make_scaling_policy(spec, min_workers=None):
+def make_scaling_policy(spec):
     """A fresh :class:`~daskelastic.scaling.ScalingPolicy` from None, a name or an instance.
 
     Parameters
     ----------
     spec : None, str or ScalingPolicy
-        None (keep the workers), ``"convergence"`` or a policy instance
-        (copied, so a fit does not change the caller's object).
-    min_workers : int, optional
-        Overrides the policy's ``min_workers`` when given.
+        None (keep the workers), ``"convergence"`` (with its default
+        parameters) or a policy instance (copied, so a fit does not change
+        the caller's object).
 
     Returns
     -------
@@ -564,24 +582,21 @@ def make_scaling_policy(spec, min_workers=None):
 
     Examples
     --------
-    >>> from daskelastic.scaling import make_scaling_policy
-    >>> make_scaling_policy("convergence", min_workers=2).min_workers
+    >>> from daskelastic.scaling import ConvergenceScalingPolicy, make_scaling_policy
+    >>> make_scaling_policy(ConvergenceScalingPolicy(min_workers=2)).min_workers
     2
+    >>> make_scaling_policy("convergence").release_workers
+    'auto'
     >>> make_scaling_policy(None).name
     'fixed'
     """
     if spec is None:
-        policy = FixedScaling()
-    elif isinstance(spec, ScalingPolicy):
+        return FixedScaling()
+    if isinstance(spec, ScalingPolicy):
         policy = copy.deepcopy(spec)
         policy.reset()
-    elif spec in SCALING_POLICIES:
-        policy = SCALING_POLICIES[spec]()
-    else:
-        raise ValueError(f"scaling_policy must be None, one of {sorted(SCALING_POLICIES)} "
-                         f"or a ScalingPolicy instance, got {spec!r}")
-    if min_workers is not None:
-        if min_workers < 1:
-            raise ValueError(f"min_workers must be >= 1, got {min_workers}")
-        policy.min_workers = int(min_workers)
-    return policy
+        return policy
+    if spec in SCALING_POLICIES:
+        return SCALING_POLICIES[spec]()
+    raise ValueError(f"scaling_policy must be None, one of {sorted(SCALING_POLICIES)} "
+                     f"or a ScalingPolicy instance, got {spec!r}")

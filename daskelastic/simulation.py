@@ -19,7 +19,7 @@ def simulate(estimator, X, y, model, *, sample_weight=None, **params):
 
     Parameters
     ----------
-    estimator : LogisticRegression, LinearSVC or Ridge
+    estimator : LogisticRegression, LinearSVC, Ridge, Lasso, ElasticNet or PoissonRegressor
         A daskelastic estimator; it is cloned, not changed.
     X : {array-like, sparse matrix} of shape (n, d)
         Training data (in memory).
@@ -35,7 +35,8 @@ def simulate(estimator, X, y, model, *, sample_weight=None, **params):
     Returns
     -------
     estimator
-        The fitted copy (``backend="simulated"``, ``cluster_model=model``).
+        The fitted copy (``backend=model``: the same as fitting
+        ``estimator.set_params(backend=model)``).
 
     See Also
     --------
@@ -52,12 +53,12 @@ def simulate(estimator, X, y, model, *, sample_weight=None, **params):
     >>> model = ClusterModel(n_workers=100, seconds_per_nnz=1e-8,
     ...                      stragglers=RandomSlowdown(factor=4.0))
     >>> clf = simulate(LogisticRegression(tol=1e-3), X, y, model,
-    ...                straggler_policy="backup", n_backup=2)
+    ...                straggler_policy="backup")      # one backup worker
     >>> clf.history_[-1]["time"] < 1.0          # virtual seconds
     True
     >>> clf.history_[-1]["cost"] > 0
     True
     """
-    fitted = clone(estimator).set_params(backend="simulated", cluster_model=model,
-                                         client=None, n_workers=None, **params)
+    fitted = clone(estimator).set_params(backend=model, client=None, n_workers=None,
+                                         **params)
     return fitted.fit(X, y, sample_weight=sample_weight)

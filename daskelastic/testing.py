@@ -325,8 +325,11 @@ class ScheduledScaling(ScalingPolicy):
     ----------
     schedule : dict
         ``{round_id: target number of workers}``.
-    min_workers : int
+    min_workers : int, default=1
         Never fewer workers than this.
+    release_workers : "auto" or bool, default="auto"
+        What becomes of the workers a scale-in lets go (see
+        :class:`~daskelastic.scaling.ScalingPolicy`).
 
     Examples
     --------
@@ -340,8 +343,8 @@ class ScheduledScaling(ScalingPolicy):
 
     name = "scheduled"
 
-    def __init__(self, schedule, min_workers=1):
-        super().__init__(min_workers)
+    def __init__(self, schedule, min_workers=1, release_workers="auto"):
+        super().__init__(min_workers, release_workers)
         self.schedule = dict(schedule)
 
     def decide(self, n_workers):

@@ -4,11 +4,12 @@ Elastic scale-in: fewer workers when more stop paying
 
 CoCoA+ makes the first rounds fast on many workers, but on tables with many
 more rows than features each round is worth less the more workers share the
-data.  With ``scaling_policy="convergence"`` the fit watches how fast
-``log(gap)`` falls per second; when that rate deteriorates, it moves the
-chunks of some workers — with their dual variables, so ``w`` is unchanged —
-to the others, and gives the freed workers back (``release_workers=True``
-retires them from the cluster).
+data.  With ``scaling_policy=ConvergenceScalingPolicy()`` (or just
+``"convergence"``) the fit watches how fast ``log(gap)`` falls per second;
+when that rate deteriorates, it moves the chunks of some workers — with their
+dual variables, so ``w`` is unchanged — to the others, and gives the freed
+workers back (the policy's ``release_workers=True`` retires them from the
+cluster).
 """
 
 import logging
@@ -16,7 +17,7 @@ import logging
 import matplotlib.pyplot as plt
 from distributed import Client, LocalCluster
 
-from daskelastic import LogisticRegression
+from daskelastic import ConvergenceScalingPolicy, LogisticRegression
 from daskelastic.datasets import load_flights
 
 X, y, _ = load_flights(n_rows=6_000)
@@ -27,7 +28,8 @@ client = Client(cluster)
 
 fixed = LogisticRegression(C=0.5, tol=1e-6, max_iter=2000, client=client).fit(X, y)
 elastic = LogisticRegression(C=0.5, tol=1e-6, max_iter=2000, client=client,
-                             scaling_policy="convergence", release_workers=True).fit(X, y)
+                             scaling_policy=ConvergenceScalingPolicy(release_workers=True)
+                             ).fit(X, y)
 for name, clf in [("fixed K=4", fixed), ("convergence", elastic)]:
     h = clf.history_
     worker_seconds = sum(e["n_workers"] * (e["time"] - p["time"])

@@ -55,9 +55,9 @@ MOMENTS = {
     "round": {},
     "two-of-three": {},
     "gap-pass": {},
-    "move": {"scaling_policy": ScheduledScaling({2: 2}), "release_workers": True},
-    "retire": {"scaling_policy": ScheduledScaling({2: 1}), "release_workers": True},
-    "kept-worker": {"scaling_policy": ScheduledScaling({2: 1}), "release_workers": True},
+    "move": {"scaling_policy": ScheduledScaling({2: 2}, release_workers=True)},
+    "retire": {"scaling_policy": ScheduledScaling({2: 1}, release_workers=True)},
+    "kept-worker": {"scaling_policy": ScheduledScaling({2: 1}, release_workers=True)},
 }
 
 

@@ -195,8 +195,8 @@ def test_the_straggler_policy_starts_afresh_at_the_switch(flights_small):
 
     X, y = flights_small
     est = de.LogisticRegression(C=0.1, fit_intercept=False, tol=1e-5, max_iter=1000,
-                                backend="simulated", random_state=0,
-                                cluster_model=ClusterModel(n_workers=4, seconds_per_nnz=1e-8),
+                                backend=ClusterModel(n_workers=4, seconds_per_nnz=1e-8),
+                                random_state=0,
                                 straggler_policy="dynamic").fit(X, y)
     h = est.history_
     switch = next(i for i, e in enumerate(h) if e["kappa"] > 0)

@@ -84,8 +84,9 @@ def test_scale_in_moves_chunks_with_their_alpha_and_retires_workers(table, optim
     with local_cluster(4) as cluster, Client(cluster) as client:
         check = InvariantChecker(client, 16, table[0].shape[0])
         result, backend = _numpy_fit(client, table, tol=1e-6, max_iter=500,
-                                     scaling_policy=ScheduledScaling({3: 2, 6: 1}),
-                                     release_workers=True, round_hook=check)
+                                     scaling_policy=ScheduledScaling({3: 2, 6: 1},
+                                                                     release_workers=True),
+                                     round_hook=check)
         counts = [e["n_workers"] for e in result.history]
         assert counts[:4] == [4] * 4 and counts[4:7] == [2] * 3 and set(counts[7:]) == {1}
         events = [ev for e in result.history for ev in e["events"]]
@@ -120,9 +121,9 @@ def test_convergence_policy_scales_in_four_workers(table, optimum):
     with local_cluster(4) as cluster, Client(cluster) as client:
         fixed = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=2000).fit(X, y)
         assert {e["n_workers"] for e in fixed.history_} == {4}
-        elastic = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=2000,
-                                        scaling_policy="convergence",
-                                        release_workers=True).fit(X, y)
+        elastic = de.LogisticRegression(
+            C=0.5, tol=1e-6, max_iter=2000,
+            scaling_policy=de.ConvergenceScalingPolicy(release_workers=True)).fit(X, y)
         counts = [e["n_workers"] for e in elastic.history_]
         assert counts[0] == 4 and counts[-1] < 4
         assert all(a >= b for a, b in zip(counts, counts[1:]))
@@ -145,8 +146,8 @@ def test_four_workers_on_fewer_cores_scale_in_to_the_cores(larger_table):
     cores = _machine_workers()
     with local_cluster(4) as cluster, Client(cluster) as client:
         clf = de.LogisticRegression(C=1.0, tol=1e-12, max_iter=8, straggler_policy="wait",
-                                    scaling_policy="convergence",
-                                    release_workers=True).fit(X, y)
+                                    scaling_policy=de.ConvergenceScalingPolicy(
+                                        release_workers=True)).fit(X, y)
         first = clf.history_[1]
         shares = [first["worker_cpu_seconds"][k] / first["worker_seconds"][k]
                   for k in first["worker_seconds"]]
@@ -272,8 +273,8 @@ def test_a_client_of_a_bare_scheduler_releases_workers_only_when_told(table, rel
     with local_cluster(2) as cluster, Client(cluster.scheduler_address) as client:
         assert client.cluster is None
         result, _ = _numpy_fit(client, table, chunks=8, tol=1e-9, max_iter=6,
-                               scaling_policy=ScheduledScaling({2: 1}),
-                               release_workers=release)
+                               scaling_policy=ScheduledScaling({2: 1},
+                                                               release_workers=release))
         assert [e["n_workers"] for e in result.history][-1] == 1
         if release is True:
             assert wait_for(lambda: len(live(client)) == 1)

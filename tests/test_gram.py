@@ -175,15 +175,15 @@ def test_auto_chooses_by_the_number_of_features_and_what_the_fit_asks_for(diamon
     assert de.Lasso(alpha=0.01).fit(X, y).solver_ == "gram"
     assert de.Lasso(alpha=0.01, solver="cocoa", backend="inprocess").fit(X, y).solver_ \
         == "cocoa"
-    simulated = de.Lasso(alpha=0.01, backend="simulated",
-                         cluster_model=de.ClusterModel(n_workers=2)).fit(X[:500], y[:500])
+    simulated = de.Lasso(alpha=0.01,
+                         backend=de.ClusterModel(n_workers=2)).fit(X[:500], y[:500])
     assert simulated.solver_ == "cocoa"
     rng = np.random.default_rng(0)
     wide = rng.normal(size=(40, 300))
     assert de.Lasso(alpha=0.1, backend="inprocess").fit(wide, wide[:, 0]).solver_ == "cocoa"
 
 
-@pytest.mark.parametrize("options", [{"backend": "simulated"},
+@pytest.mark.parametrize("options", [{"backend": de.ClusterModel(n_workers=2)},
                                      {"scaling_policy": "convergence"}])
 def test_the_gram_solver_refuses_what_needs_rounds(diamonds_small, options):
     X, y = diamonds_small

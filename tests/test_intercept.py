@@ -166,7 +166,7 @@ def test_a_free_intercept_fit_on_a_cluster_matches_one_in_process(client, fertil
 def test_the_simulated_cluster_runs_a_free_intercept(fertility_small):
     X, y = fertility_small
     model = de.LogisticRegression(C=1.0, penalize_intercept=False, tol=1e-6, max_iter=3000,
-                                  backend="simulated", n_workers=4).fit(X, y)
+                                  backend=de.ClusterModel(n_workers=4)).fit(X, y)
     sk = SkLogisticRegression(C=1.0, tol=1e-12, max_iter=10000).fit(X, y)
     assert model.duality_gap_ <= 1e-6
     np.testing.assert_allclose(model.intercept_, sk.intercept_, atol=1e-3)

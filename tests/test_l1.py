@@ -246,8 +246,8 @@ def test_l1_on_the_simulated_cluster_with_elastic_scale_in(diamonds_small):
     X, y = diamonds_small
     alpha = 0.01
     theirs = SkLasso(alpha=alpha, tol=1e-14, max_iter=200_000).fit(X, y)
-    ours = de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000, backend="simulated",
-                    cluster_model=de.ClusterModel(n_workers=8),
+    ours = de.Lasso(alpha=alpha, tol=1e-8, max_iter=3000,
+                    backend=de.ClusterModel(n_workers=8),
                     scaling_policy="convergence", straggler_policy="dynamic").fit(X, y)
     best = _lasso_objective(X, y, theirs.coef_, theirs.intercept_, alpha)
     assert _lasso_objective(X, y, ours.coef_, ours.intercept_, alpha) - best <= 1e-4 * best

@@ -218,8 +218,8 @@ def test_the_placement_is_published_again_after_a_scale_in(flights, client):
 
     X, y = flights
     clf = de.LogisticRegression(C=0.5, tol=1e-4, backend="dask", max_iter=200,
-                                scaling_policy=ScheduledScaling({2: 1}),
-                                release_workers=False).fit(X, y)
+                                scaling_policy=ScheduledScaling({2: 1},
+                                                                release_workers=False)).fit(X, y)
     counts = [e["n_workers"] for e in clf.history_]
     assert counts[:3] == [2, 2, 2] and set(counts[3:]) == {1}
     events = _fit_events(client)

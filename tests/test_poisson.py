@@ -111,8 +111,8 @@ def test_a_dask_fit_on_a_cluster_is_the_in_memory_fit(encoded, client):
 
 def test_the_simulated_cluster_and_warm_starts(encoded):
     Xe, y, sk = encoded
-    sim = de.PoissonRegressor(alpha=0.01, tol=1e-6, max_iter=3000, backend="simulated",
-                              n_workers=4).fit(Xe, y)
+    sim = de.PoissonRegressor(alpha=0.01, tol=1e-6, max_iter=3000,
+                              backend=de.ClusterModel(n_workers=4)).fit(Xe, y)
     best = _objective(sk.coef_, sk.intercept_, Xe, y, 0.01)
     assert (_objective(sim.coef_, sim.intercept_, Xe, y, 0.01) - best) / best <= 1e-6
     path = de.PoissonRegressor(alpha=0.1, tol=1e-6, max_iter=3000, warm_start=True,

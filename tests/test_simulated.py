@@ -18,6 +18,7 @@ from daskelastic.elastic import ElasticController
 from daskelastic.losses import loss_code
 from daskelastic.objective import lambda_from_C
 from daskelastic.placement import make_chunks, split_rows
+from daskelastic.policies import BackupPolicy
 from daskelastic.scaling import make_scaling_policy
 from daskelastic.testing import (
     HeavyTailSlowdown,
@@ -483,7 +484,7 @@ def test_a_thousand_virtual_workers_fit_the_full_flights_table():
                          stragglers=RandomSlowdown(factor=4.0))
     t0 = time.perf_counter()
     clf = de.simulate(de.LogisticRegression(C=0.01, tol=1e-3, max_iter=150), X, y,
-                      model, straggler_policy="backup", n_backup=20)
+                      model, straggler_policy=BackupPolicy(n_backup=20))
     wall = time.perf_counter() - t0
     assert clf.duality_gap_ <= 1e-3
     assert all(h["n_workers"] == 1000 for h in clf.history_)
@@ -498,10 +499,11 @@ def test_cluster_model_parameters_are_validated(flights_small):
     with pytest.raises(ValueError, match="kind"):
         ClusterEvent(1.0, "explode", worker=0)
     with pytest.raises(ValueError, match="n_workers=3 differs"):
-        de.LogisticRegression(backend="simulated", n_workers=3,
-                              cluster_model=ClusterModel(n_workers=2)).fit(X, y)
-    with pytest.raises(ValueError, match="cluster_model"):
-        de.LogisticRegression(backend="simulated", cluster_model="big").fit(X, y)
+        de.LogisticRegression(backend=ClusterModel(n_workers=2), n_workers=3).fit(X, y)
+    with pytest.raises(ValueError, match=r"pass the model instead, backend=ClusterModel"):
+        de.LogisticRegression(backend="simulated").fit(X, y)
+    with pytest.raises(ValueError, match="Invalid parameter 'cluster_model'"):
+        de.LogisticRegression().set_params(cluster_model=ClusterModel(n_workers=2))
 
 
 def test_dask_input_on_the_simulated_backend_is_a_clear_error():
@@ -509,5 +511,5 @@ def test_dask_input_on_the_simulated_backend_is_a_clear_error():
 
     X = da.from_array(np.arange(40.0).reshape(20, 2), chunks=10)
     y = da.from_array(np.arange(20) % 2, chunks=10)
-    with pytest.raises(ValueError, match="backend='simulated' needs in-memory input"):
-        de.LogisticRegression(backend="simulated").fit(X, y)
+    with pytest.raises(ValueError, match=r"simulated backend .* needs in-memory input"):
+        de.LogisticRegression(backend=ClusterModel(n_workers=2)).fit(X, y)

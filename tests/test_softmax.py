@@ -208,8 +208,8 @@ def test_five_cuts_reach_scikit_learns_optimum_on_1_2_and_4_workers(cuts, n_work
 def test_the_simulated_cluster_reaches_the_same_optimum(cuts):
     X, y = cuts
     sk, Xa = _sklearn(X, y, 1.0, True)
-    sim = de.LogisticRegression(C=1.0, tol=1e-10, max_iter=3000, backend="simulated",
-                                n_workers=8, random_state=0).fit(X, y)
+    sim = de.LogisticRegression(C=1.0, tol=1e-10, max_iter=3000,
+                                backend=de.ClusterModel(n_workers=8), random_state=0).fit(X, y)
     assert sim.duality_gap_ <= 1e-10
     np.testing.assert_allclose(sim.predict_proba(X), sk.predict_proba(Xa), atol=1e-4)
 

@@ -139,7 +139,7 @@ def test_warm_start_on_a_dask_cluster_and_a_simulated_one(flights_6k, flights_6k
                                                           client):
     X, y = flights_6k
     for kwargs in ({"client": client, "backend": "dask", "n_workers": 2},
-                   {"backend": "simulated", "cluster_model": ClusterModel(n_workers=4)}):
+                   {"backend": ClusterModel(n_workers=4)}):
         clf = de.LogisticRegression(C=0.2, tol=1e-6, max_iter=2000, warm_start=True,
                                     **kwargs).fit(X, y)
         clf.set_params(C=0.5).fit(X, y)

@@ -69,8 +69,8 @@ class Stragglers:
     timeout = 600.0
 
     def setup_cache(self):
-        return {(s, p): to_target(WORKERS, s, straggler_policy=p,
-                                  n_backup=1 if p == "backup" else None)
+        # "backup" is one backup worker
+        return {(s, p): to_target(WORKERS, s, straggler_policy=p)
                 for s in STRAGGLERS for p in POLICIES}
 
     def track_virtual_seconds(self, fits, stragglers, policy):
