@@ -18,9 +18,10 @@ from daskelastic.elastic import ElasticController
 from daskelastic.losses import loss_code
 from daskelastic.objective import lambda_from_C
 from daskelastic.placement import make_chunks, split_rows
-from daskelastic.policies import BackupPolicy
+from daskelastic.policies import BackupPolicy, DynamicBackupPolicy
 from daskelastic.scaling import make_scaling_policy
 from daskelastic.testing import (
+    FixedSlowdown,
     HeavyTailSlowdown,
     RandomSlowdown,
     ScheduledScaling,
@@ -123,6 +124,26 @@ def test_backup_workers_shorten_rounds_in_virtual_time(flights_80k):
     print("wait / backup round times:", np.round(ratio, 2))
     assert np.all(ratio > 2.5), ratio
     assert np.all(rounds["backup"] < 1.5 * fast)
+
+
+# 80 rounds at most: on a real cluster, as the fit nears the point where its
+# progress per round has faded, waiting for the slow worker can measure faster
+# (one CI run chose b = 0 at round 133 of 200)
+def test_the_dynamic_policy_drops_a_200x_straggler_after_its_warm_up(flights_small):
+    """Waiting for a worker 200x slower never pays: b = 1 in every round after the
+    warm-up, timed on the virtual clock, which this machine's load does not change."""
+    X, y = flights_small
+    problem, chunks = _problem(X[:4000], y[:4000], n_chunks=12)
+    model = ClusterModel(n_workers=2, seconds_per_nnz=RATE,
+                         stragglers=FixedSlowdown([1], factor=200.0))
+    result = run_cocoa(SimulatedBackend(problem, chunks, model), problem, tol=1e-4,
+                       max_iter=80,
+                       straggler_policy=DynamicBackupPolicy(warmup=2, explore_every=None))
+    h = result.history[:-1]
+    # round 0 (start-up) does not count, rounds 1-2 warm up
+    assert [e["policy_estimate"] for e in h[:2]] == [{"reason": "warm-up"}] * 2
+    assert len(h) > 20 and [e["n_backup"] for e in h[3:]] == [1] * (len(h) - 3)
+    assert all(e["n_dropped"] == 1 for e in h[3:])
 
 
 def test_injected_and_modelled_stragglers_multiply(flights_small):

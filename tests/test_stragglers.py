@@ -126,8 +126,12 @@ def test_no_more_results_are_added_than_sigma_was_sized_for(table):
     assert clf.duality_gap_ <= 1e-5
 
 
-@pytest.mark.parametrize("transport", ["actor", "task"])
-def test_a_stop_reaches_a_running_numba_solver_within_50_ms(table, client, transport):
+def _stop_a_running_round(table, client, transport):
+    """Start a round of about two seconds of work and stop it while its kernels run.
+
+    Returns the workers' results, the round's budget and the seconds from the
+    stop request to the last result.
+    """
     X, y = table
     problem, backend = _backend(client, X, y, transport=transport)
     try:
@@ -143,7 +147,7 @@ def test_a_stop_reaches_a_running_numba_solver_within_50_ms(table, client, trans
         # its visiting order, before its budget is done.  How long those take
         # varies with the machine's load, so a stop that came too early (no
         # step done) is tried again later, one that came too late (budget
-        # done) with a larger budget; the checks below are on the last try.
+        # done) with a larger budget; the tests check the last try.
         delay = 0.3
         for round_id in range(2, 7):
             backend.start_round(round_id, problem.zeros(), {},
@@ -165,15 +169,50 @@ def test_a_stop_reaches_a_running_numba_solver_within_50_ms(table, client, trans
                 break
     finally:
         backend.close()
+    return results, budget, round_trip
+
+
+@pytest.mark.parametrize("transport", ["actor", "task"])
+def test_a_stop_reaches_a_running_numba_solver(table, client, transport):
+    results, budget, _ = _stop_a_running_round(table, client, transport)
+    for r in results.values():
+        assert r.stopped and 0 < r.steps < budget
+
+
+@pytest.mark.slow   # wall-clock bounds: under load a stop's return took 72 ms, its round trip 0.7 s
+@pytest.mark.parametrize("transport", ["actor", "task"])
+def test_a_stop_reaches_a_running_numba_solver_within_50_ms(table, client, transport):
+    results, budget, round_trip = _stop_a_running_round(table, client, transport)
     for r in results.values():
         assert r.stopped and 0 < r.steps < budget
         assert r.stop_latency < 0.05       # measured on the worker: request → return
     assert round_trip < 1.0
 
 
-def test_late_workers_do_not_hold_the_next_round(table, client):
-    """A 50x straggler is stopped at the cut: rounds last about a fast worker's time."""
+def _received_results(monkeypatch):
+    """``{round_id: {worker: LocalResult}}``: every round's results, as the driver gets them."""
+    received, rounds = {}, []
+    start_round, wait_results = DaskBackend.start_round, DaskBackend.wait_results
+
+    def start(self, round_id, *args, **kwargs):
+        rounds.append(round_id)
+        received[round_id] = {}
+        return start_round(self, round_id, *args, **kwargs)
+
+    def wait(self, *args, **kwargs):
+        new = wait_results(self, *args, **kwargs)
+        received[rounds[-1]].update(new)
+        return new
+
+    monkeypatch.setattr(DaskBackend, "start_round", start)
+    monkeypatch.setattr(DaskBackend, "wait_results", wait)
+    return received
+
+
+def test_late_workers_do_not_hold_the_next_round(table, client, monkeypatch):
+    """A 50x straggler is stopped at the cut: a round ends without the rest of its work."""
     X, y = table
+    received = _received_results(monkeypatch)
     clf = de.LogisticRegression(C=0.5, tol=1e-8, max_iter=7, backend="dask",
                                 straggler_policy=BackupPolicy(n_backup=1),
                                 local_steps=20 * X.shape[0])  # compute, not overhead
@@ -182,10 +221,18 @@ def test_late_workers_do_not_hold_the_next_round(table, client):
         clf.fit(X, y)
     rounds = clf.history_[1:-1]
     slow = sorted(rounds[0]["worker_status"])[0]
-    short = [h["round_seconds"] for h in rounds if h["worker_status"][slow] == "dropped"]
-    waited = [h["round_seconds"] for h in rounds if h["worker_status"][slow] == "used"]
-    assert len(short) >= 4 and len(waited) >= 1   # waited for once in four rounds
-    assert np.median(short) < 0.25 * np.median(waited)
+    dropped = [h["round"] for h in rounds if h["worker_status"][slow] == "dropped"]
+    waited = [h["round"] for h in rounds if h["worker_status"][slow] == "used"]
+    assert len(dropped) >= 4 and len(waited) >= 1   # waited for once in four rounds
+    # what the straggler did, not how long rounds took (which varies with the
+    # machine's load): stopped at the cut, it returned with at most a quarter of
+    # its budget done; a round that waited for it got all of it
+    for r in dropped:
+        late = received[r][slow]
+        assert late.stopped and late.steps <= late.budget // 4, (r, late.steps, late.budget)
+    for r in waited:
+        assert not received[r][slow].stopped
+        assert received[r][slow].steps == received[r][slow].budget
 
 
 @pytest.mark.parametrize("policy", ["wait", "backup", "dynamic", "preempt"])
@@ -205,15 +252,12 @@ def test_every_policy_reaches_the_synchronous_optimum(table, client, policy):
     np.testing.assert_allclose(clf.coef_, ref.coef_, atol=5e-2)
 
 
-# the fit does not converge with a worker 200x slower (gap ~3e-4 against tol
-# 1e-4 after 200 rounds), and need not: the test is about the policy's choices.
-# 80 rounds: dropping the slow worker's work every round, the fit nears the
-# point where its progress per round has faded, and there waiting for the
-# slow worker can measure faster (one CI run chose b = 0 at round 133 of 200)
+# the fit does not converge in 20 rounds with a worker 200x slower, and need
+# not: the test is about the records of the policy's choices
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_history_records_the_policys_choices(table, client):
     X, y = table
-    clf = de.LinearSVC(C=0.5, tol=1e-4, max_iter=80, backend="dask",
+    clf = de.LinearSVC(C=0.5, tol=1e-4, max_iter=20, backend="dask",
                        straggler_policy=DynamicBackupPolicy(warmup=2, explore_every=None))
     with inject_stragglers(FixedSlowdown([1], factor=200.0)):
         clf.fit(X, y)
@@ -225,12 +269,17 @@ def test_history_records_the_policys_choices(table, client):
     # again after it
     events = [e["round"] for e in h if e["events"]]
     start = 3 if not events else max(events) + 3
-    chosen = [e["n_backup"] for e in h[start:-1]]
-    assert chosen or events, "no round after the warm-up"
-    assert all(b == 1 for b in chosen), [
-        (e["round"], e["n_backup"], e["policy_estimate"], e["events"])
-        for e in h if e["n_backup"] != 1]
-    assert all(set(e["policy_estimate"]["rates"]) == {0, 1} for e in h[start:-1])
+    planned = h[start:-1]
+    assert planned or events, "no round after the warm-up"
+    # which b is best follows the workers' measured times, and so the machine's
+    # load: the choice itself is tested on the simulated cluster's virtual clock
+    # (test_simulated.py), this test that each round records it and ran it
+    for e in planned:
+        rates = e["policy_estimate"]["rates"]
+        assert set(rates) == {0, 1}
+        assert e["n_backup"] == e["policy_estimate"]["best"]
+        assert rates[e["n_backup"]] >= max(rates.values()) * (1 - 1e-9)
+        assert (e["n_used"], e["n_dropped"]) == (2 - e["n_backup"], e["n_backup"])
     assert all(len(e["worker_seconds"]) == 2 for e in h)
 
 
