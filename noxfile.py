@@ -1,4 +1,5 @@
-"""Automation: ``nox -s tests`` (default), ``lint``, ``nojit``, ``slow``, ``docs``, ``bench``."""
+"""Automation: ``nox -s tests`` (default), ``lint``, ``typecheck``, ``nojit``, ``slow``,
+``docs``, ``bench``."""
 
 import hashlib
 from pathlib import Path
@@ -55,6 +56,13 @@ def lint(session):
     session.install("ruff>=0.6")
     session.run("ruff", "check", "daskelastic", "tests", "benchmarks", "examples",
                 "noxfile.py", "docs/conf.py")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session):
+    """mypy over the modules with type hints (``[tool.mypy]`` in pyproject.toml)."""
+    session.install("-e", ".[typecheck]")
+    session.run("mypy", *session.posargs)
 
 
 @nox.session(python=PYTHON)

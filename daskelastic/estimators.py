@@ -6,12 +6,16 @@ normalised problem (:mod:`daskelastic.objective`), hand the data to a backend
 numerics and submit no futures themselves.
 """
 
+from __future__ import annotations
+
 import copy
 import dataclasses
 import inspect
 import numbers
 import time
 import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,10 +60,14 @@ from .scaling import SCALING_POLICIES, ScalingPolicy
 from .session import BACKENDS, _in_dask_task, client_context, current_client, fit_session
 from .targets import TargetEncoder, not_finite
 
+if TYPE_CHECKING:
+    from ._typing import ArrayResult, MatrixLike, Self, VectorLike
+
 __all__ = ["LogisticRegression", "LinearSVC", "Ridge", "Lasso", "ElasticNet", "PoissonRegressor"]
 
 
-def _is_dask_collection(X):
+def _is_dask_collection(X: object) -> TypeGuard[Any]:
+    # (a dask array, dataframe or series: typed Any where it holds)
     try:
         from dask import is_dask_collection
     except ImportError:  # pragma: no cover
@@ -191,6 +199,17 @@ def _check_class_weights(cw, classes, balanced):
         raise ValueError("class_weight gives every class the weight 0")
 
 
+_Fit = TypeVar("_Fit", bound=Callable[..., Any])
+
+
+def _validated_fit(fit: _Fit) -> _Fit:
+    """scikit-learn's ``_fit_context``: ``_parameter_constraints`` checked before ``fit``.
+
+    Typed, so that type checkers keep ``fit``'s signature.
+    """
+    return _fit_context(prefer_skip_nested_validation=True)(fit)
+
+
 class _CoCoABase(BaseEstimator):
     """Shared fit machinery of the CoCoA+ estimators."""
 
@@ -218,7 +237,7 @@ class _CoCoABase(BaseEstimator):
         "scaling_policy": [None, StrOptions(set(SCALING_POLICIES)), ScalingPolicy],
     }
 
-    _loss = None  # set by subclasses / from parameters
+    _loss: str | None = None  # set by subclasses / from parameters
 
     # -- pickling: never carry a client ----------------------------------------
     def __sklearn_clone__(self):
@@ -821,7 +840,7 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
                              f"{self.penalty!r})")
         return 0.0
 
-    def decision_function(self, X):
+    def decision_function(self, X: MatrixLike) -> ArrayResult:
         """Signed distance of each sample to the decision boundary.
 
         Parameters
@@ -920,7 +939,7 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> ArrayResult:
         """Predict class labels.
 
         Parameters
@@ -1227,8 +1246,9 @@ class LogisticRegression(_ClassifierBase):
         self.straggler_policy = straggler_policy
         self.scaling_policy = scaling_policy
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    @_validated_fit
+    def fit(self, X: MatrixLike, y: VectorLike,
+            sample_weight: VectorLike | None = None) -> Self:
         """Fit the model.
 
         Parameters
@@ -1247,7 +1267,7 @@ class LogisticRegression(_ClassifierBase):
         """
         return self._fit(X, y, sample_weight)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: MatrixLike) -> ArrayResult:
         """Probability of each class.
 
         With three or more classes, the softmax of the scores.
@@ -1269,7 +1289,7 @@ class LogisticRegression(_ClassifierBase):
                                      chunks=(scores.chunks[0], (k,)), **kw)
         return _scores_to_proba(scores)
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: MatrixLike) -> ArrayResult:
         """Logarithm of :meth:`predict_proba`.
 
         Parameters
@@ -1381,8 +1401,9 @@ class LinearSVC(_ClassifierBase):
             raise ValueError("an L1 penalty needs loss='squared_hinge', not 'hinge'")
         return rho
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    @_validated_fit
+    def fit(self, X: MatrixLike, y: VectorLike,
+            sample_weight: VectorLike | None = None) -> Self:
         """Fit the model.
 
         Parameters
@@ -1464,7 +1485,7 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> ArrayResult:
         """Predict targets.
 
         Parameters
@@ -1561,8 +1582,9 @@ class Ridge(_LinearRegressor):
     def _C(self):
         return 1.0 / self.alpha
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    @_validated_fit
+    def fit(self, X: MatrixLike, y: VectorLike,
+            sample_weight: VectorLike | None = None) -> Self:
         """Fit the model.
 
         Parameters
@@ -1743,8 +1765,9 @@ class ElasticNet(_LinearRegressor):
         rho = self._l1_ratio()
         return (1.0 - rho) * self.alpha, rho * self.alpha
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    @_validated_fit
+    def fit(self, X: MatrixLike, y: VectorLike,
+            sample_weight: VectorLike | None = None) -> Self:
         """Fit the model.
 
         Parameters
@@ -1967,8 +1990,9 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    @_validated_fit
+    def fit(self, X: MatrixLike, y: VectorLike,
+            sample_weight: VectorLike | None = None) -> Self:
         """Fit the model.
 
         Parameters
@@ -1987,7 +2011,7 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
         """
         return self._fit(X, y, sample_weight)
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> ArrayResult:
         """Predict the expected counts ``exp(X @ coef_ + intercept_)``.
 
         Parameters
@@ -2004,7 +2028,8 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
             return scores.map_blocks(np.exp, dtype=np.float64)
         return np.exp(scores)
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: MatrixLike, y: VectorLike,
+              sample_weight: VectorLike | None = None) -> float:
         """D², the fraction of the Poisson deviance explained (as scikit-learn's).
 
         Parameters

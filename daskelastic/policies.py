@@ -35,6 +35,8 @@ The policies:
 =====================  ====================================================
 """
 
+from __future__ import annotations
+
 import math
 import statistics
 from collections import deque
@@ -90,9 +92,9 @@ class RoundPlan:
     wait_for: int
     late: str = "drop"
     slack: float = 0.0
-    deadline: float = None
+    deadline: float | None = None
     n_backup: int = 0
-    max_used: int = None
+    max_used: int | None = None
     estimate: dict = field(default_factory=dict)
     max_drops: int = 3
 
@@ -186,13 +188,13 @@ class StragglerPolicy:
 
     name = "policy"
 
-    def __init__(self, window=10):
+    def __init__(self, window: int = 10) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
         self.window = window
-        self.records = deque(maxlen=window)
+        self.records: deque[RoundRecord] = deque(maxlen=window)
 
-    def plan(self, n_workers):
+    def plan(self, n_workers: int) -> RoundPlan:
         """The plan of the next round.
 
         Parameters
@@ -207,7 +209,7 @@ class StragglerPolicy:
         """
         raise NotImplementedError
 
-    def observe(self, record):
+    def observe(self, record: RoundRecord) -> None:
         """Learn from a finished round.
 
         Parameters
@@ -217,11 +219,11 @@ class StragglerPolicy:
         """
         self.records.append(record)
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget the observed rounds (a new fit begins)."""
         self.records.clear()
 
-    def restart_progress(self, round_id):
+    def restart_progress(self, round_id: int) -> None:
         """Forget how the gap fell before round ``round_id``; keep the round times.
 
         The driver calls this when the way the gap falls per round changes
@@ -288,7 +290,7 @@ class BackupPolicy(StragglerPolicy):
 
     name = "backup"
 
-    def __init__(self, n_backup=1, window=10):
+    def __init__(self, n_backup: int = 1, window: int = 10) -> None:
         super().__init__(window)
         if n_backup < 0:
             raise ValueError(f"n_backup must be >= 0, got {n_backup}")
@@ -372,8 +374,8 @@ class DynamicBackupPolicy(StragglerPolicy):
 
     name = "dynamic"
 
-    def __init__(self, max_backup=None, warmup=1, window=10, explore_every=6,
-                 progress_window=30):
+    def __init__(self, max_backup: int | None = None, warmup: int = 1, window: int = 10,
+                 explore_every: int | None = 6, progress_window: int = 30) -> None:
         super().__init__(window)
         if max_backup is not None and max_backup < 0:
             raise ValueError(f"max_backup must be >= 0, got {max_backup}")
@@ -385,8 +387,9 @@ class DynamicBackupPolicy(StragglerPolicy):
         self.warmup = warmup
         self.explore_every = explore_every
         self.progress_window = progress_window
-        self._falls = deque(maxlen=progress_window)   # (b, log-gap fall) per round
-        self._tries = {}      # b -> rounds observed with it
+        # (b, log-gap fall) per round
+        self._falls: deque[tuple[int, float]] = deque(maxlen=progress_window)
+        self._tries: dict[int, int] = {}      # b -> rounds observed with it
         self._since_explore = 0
         self._interval = explore_every   # rounds between explorations, now
         self._explored_best = None       # the best b at the last exploration
@@ -600,7 +603,8 @@ class PreemptPolicy(StragglerPolicy):
 
     name = "preempt"
 
-    def __init__(self, fraction=0.5, slack=0.2, deadline_factor=2.0, window=10):
+    def __init__(self, fraction: float = 0.5, slack: float = 0.2,
+                 deadline_factor: float | None = 2.0, window: int = 10) -> None:
         super().__init__(window)
         if not 0.0 < fraction <= 1.0:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
@@ -684,7 +688,7 @@ STRAGGLER_POLICIES = {"wait": WaitPolicy, "backup": BackupPolicy,
                       "dynamic": DynamicBackupPolicy, "preempt": PreemptPolicy}
 
 
-def make_straggler_policy(spec):
+def make_straggler_policy(spec: str | StragglerPolicy) -> StragglerPolicy:
     """A fresh :class:`~daskelastic.policies.StragglerPolicy` from a name or an instance.
 
     Parameters

@@ -26,10 +26,13 @@ that chunk placement is balanced by.
 =================  ======================================================
 """
 
+from __future__ import annotations
+
 import copy
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -132,7 +135,8 @@ class ScalingPolicy:
 
     name = "policy"
 
-    def __init__(self, min_workers=1, release_workers="auto"):
+    def __init__(self, min_workers: int = 1,
+                 release_workers: bool | Literal["auto"] = "auto") -> None:
         if min_workers < 1:
             raise ValueError(f"min_workers must be >= 1, got {min_workers}")
         if not (release_workers == "auto" or isinstance(release_workers, (bool, np.bool_))):
@@ -141,10 +145,10 @@ class ScalingPolicy:
         self.min_workers = int(min_workers)
         self.release_workers = release_workers if release_workers == "auto" \
             else bool(release_workers)
-        self.records = []
-        self.log = deque(maxlen=100)
+        self.records: list[ScalingRecord] = []
+        self.log: deque[tuple[int | None, dict]] = deque(maxlen=100)
 
-    def observe(self, record):
+    def observe(self, record: ScalingRecord) -> None:
         """Learn from a finished round.
 
         Parameters
@@ -154,7 +158,7 @@ class ScalingPolicy:
         """
         self.records.append(record)
 
-    def decide(self, n_workers):
+    def decide(self, n_workers: int) -> ScalingDecision:
         """The unclipped decision for a fit on ``n_workers`` (subclasses implement it).
 
         Parameters
@@ -169,7 +173,7 @@ class ScalingPolicy:
         """
         raise NotImplementedError
 
-    def target(self, n_workers):
+    def target(self, n_workers: int) -> ScalingDecision:
         """The decision for a fit on ``n_workers`` workers, within ``[min_workers, K]``.
 
         Parameters
@@ -192,7 +196,7 @@ class ScalingPolicy:
             self.log.append((last, {"from": n_workers, "to": k, "reason": decision.reason}))
         return decision
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget the observed rounds (a new fit begins)."""
         self.records = []
         self.log.clear()
@@ -264,7 +268,7 @@ class ConvergenceScalingPolicy(ScalingPolicy):
         Never fewer workers than this.
     release_workers : "auto" or bool, default="auto"
         What becomes of the workers a scale-in lets go (see
-        :class:`ScalingPolicy`): ``True`` retires them through the
+        :class:`~daskelastic.scaling.ScalingPolicy`): ``True`` retires them through the
         scheduler, ``False`` just stops using them.
     window : int
         Rounds per rate estimate (at least 2).
@@ -320,9 +324,11 @@ class ConvergenceScalingPolicy(ScalingPolicy):
 
     name = "convergence"
 
-    def __init__(self, min_workers=1, *, release_workers="auto", window=5, threshold=0.5,
-                 wait_count=2, factor=0.5, improvement=1.5, warmup=3, min_gap=1e-12,
-                 contention=0.8, contention_rounds=2):
+    def __init__(self, min_workers: int = 1, *,
+                 release_workers: bool | Literal["auto"] = "auto", window: int = 5,
+                 threshold: float = 0.5, wait_count: int = 2, factor: float = 0.5,
+                 improvement: float = 1.5, warmup: int = 3, min_gap: float = 1e-12,
+                 contention: float | None = 0.8, contention_rounds: int = 2) -> None:
         super().__init__(min_workers, release_workers)
         if window < 2:
             raise ValueError(f"window must be >= 2, got {window}")
@@ -565,7 +571,7 @@ class ThroughputTracker:
 SCALING_POLICIES = {"convergence": ConvergenceScalingPolicy}
 
 
-def make_scaling_policy(spec):
+def make_scaling_policy(spec: str | ScalingPolicy | None) -> ScalingPolicy:
     """A fresh :class:`~daskelastic.scaling.ScalingPolicy` from None, a name or an instance.
 
     Parameters

@@ -1,13 +1,24 @@
 """Fit an estimator on a simulated cluster (see :mod:`daskelastic.backends.simulated`)."""
 
-from sklearn.base import clone
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sklearn.base import BaseEstimator, clone
 
 from .backends.simulated import ClusterEvent, ClusterModel
+
+if TYPE_CHECKING:
+    from ._typing import MatrixLike, VectorLike
 
 __all__ = ["simulate", "ClusterModel", "ClusterEvent"]
 
 
-def simulate(estimator, X, y, model, *, sample_weight=None, **params):
+_Estimator = TypeVar("_Estimator", bound=BaseEstimator)
+
+
+def simulate(estimator: _Estimator, X: MatrixLike, y: VectorLike, model: ClusterModel, *,
+             sample_weight: VectorLike | None = None, **params: Any) -> _Estimator:
     """Fit a copy of ``estimator`` on the virtual cluster ``model``.
 
     The fit runs the real local solvers in this process, with the estimator's

@@ -41,6 +41,10 @@ nitpick_ignore_regex = [
     (r"py:class", r"numpy\..*"),
     (r"py:class", r"collections\.abc\..*"),   # type hints; no intersphinx offline
     (r"py:class", r"distributed\..*"),
+    # the public API's type hints (daskelastic/_typing.py's aliases, and names
+    # imported for the type checker only)
+    (r"py:class", r"(MatrixLike|VectorLike|ArrayResult|Self|_Estimator|BaseEstimator|"
+                  r"Column|pd\..*|da\..*|dd\..*|sp\..*|npt\..*)"),
 ]
 
 intersphinx_mapping = {}  # no network at build time

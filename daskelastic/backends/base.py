@@ -164,7 +164,7 @@ class Backend(Protocol):  # numpydoc ignore=PR01
         self.start_round(round_id, w, settlements, inv_lam_n=inv_lam_n, sigma=sigma,
                          steps=steps, seed=seed, slowdowns=slowdowns)
         expected = len(self.workers())
-        results = {}
+        results: dict = {}
         while len(results) < expected:
             results.update(self.wait_results(None))
         return results

@@ -65,9 +65,13 @@ worker, a joining one or a scale-in caused it.  Loading the data at the
 start of a fit is free, and the driver's own aggregation is not timed.
 """
 
+from __future__ import annotations
+
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -75,6 +79,9 @@ import scipy.sparse as sp
 from ..placement import assign_chunks
 from ..solvers import STOP_CHECK_EVERY, ChunkSolver
 from .base import ElasticBackend
+
+if TYPE_CHECKING:
+    from ..testing import StragglerModel
 
 __all__ = ["ClusterModel", "ClusterEvent", "SimulatedBackend", "WorkerLost",
            "calibrate_seconds_per_nnz"]
@@ -119,7 +126,7 @@ class ClusterEvent:
     kind: str
     worker: object = None
     speed: float = 1.0
-    price: float = None
+    price: float | None = None
 
     def __post_init__(self):
         if self.kind not in _EVENT_KINDS:
@@ -193,15 +200,15 @@ class ClusterModel:
     """
 
     n_workers: int = 8
-    seconds_per_nnz: float = None
-    speeds: tuple = None
+    seconds_per_nnz: float | None = None
+    speeds: Sequence[float] | None = None
     speed_spread: float = 0.0
-    stragglers: object = None
+    stragglers: StragglerModel | None = None
     latency: float = 0.0
     bandwidth: float = math.inf
     overhead: float = 0.0
-    price: object = 1.0
-    events: tuple = ()
+    price: float | Sequence[float] = 1.0
+    events: Sequence[ClusterEvent] = ()
     stop_check_every: int = STOP_CHECK_EVERY
     rebalance_on_join: bool = True
     seed: int = 0
@@ -229,7 +236,7 @@ class ClusterModel:
         object.__setattr__(self, "events", tuple(sorted(self.events,
                                                         key=lambda e: e.time)))
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> ClusterModel:
         """A copy with some parameters changed.
 
         Parameters
@@ -244,7 +251,7 @@ class ClusterModel:
         """
         return replace(self, **changes)
 
-    def transfer_seconds(self, n_bytes):
+    def transfer_seconds(self, n_bytes: float) -> float:
         """Seconds to send a message one way: latency plus bytes over bandwidth.
 
         Parameters
@@ -259,7 +266,7 @@ class ClusterModel:
         """
         return self.latency + n_bytes / self.bandwidth
 
-    def worker_speeds(self):
+    def worker_speeds(self) -> np.ndarray:
         """Relative speed of each initial worker.
 
         Returns
@@ -274,7 +281,7 @@ class ClusterModel:
         rng = np.random.default_rng([int(self.seed), 7])
         return np.exp(rng.normal(0.0, self.speed_spread, self.n_workers))
 
-    def worker_prices(self):
+    def worker_prices(self) -> np.ndarray:
         """Price of a worker-second of each initial worker.
 
         Returns
@@ -282,9 +289,9 @@ class ClusterModel:
         ndarray of shape (n_workers,)
             ``price`` for every worker, or the per-worker prices.
         """
-        if np.isscalar(self.price):
-            return np.full(self.n_workers, float(self.price))
-        return np.array(self.price)
+        if isinstance(self.price, Sequence):
+            return np.array(self.price, dtype=np.float64)
+        return np.full(self.n_workers, float(self.price))
 
 
 class WorkerLost(RuntimeError):
@@ -380,7 +387,7 @@ class _Run:
                 + max(self.n_rows - steps, 0) * self.gap_step)
 
 
-_CALIBRATION = {}
+_CALIBRATION: dict = {}
 
 
 def calibrate_seconds_per_nnz(problem, chunks, *, min_rows=20_000):

@@ -5,7 +5,16 @@ streams new rounds into the same sources that :func:`plot_history` fills
 once, so both draw a fit the same way.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from .records import placement_columns, round_columns, scale_in_columns, worker_columns
+
+if TYPE_CHECKING:
+    from bokeh.models import Column
+    from sklearn.base import BaseEstimator
 
 __all__ = ["FitFigures", "plot_history", "COLORS"]
 
@@ -236,7 +245,8 @@ def _placement_data(placement):
     return cols
 
 
-def plot_history(estimator, *, height=240):
+def plot_history(estimator: BaseEstimator | Sequence[Mapping[str, Any]], *,
+                 height: int = 240) -> Column:
     """Bokeh plots of a fit's rounds: convergence, workers and stragglers.
 
     Works for every fit, in-process or on Dask: the plots read the

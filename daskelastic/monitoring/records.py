@@ -27,12 +27,20 @@ The events, all dicts with an ``"event"`` and a ``"fit"`` key:
     (the exception, for a failed fit).
 """
 
+from __future__ import annotations
+
 import math
 import numbers
 import time
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from sklearn.base import BaseEstimator
 
 __all__ = ["TOPIC", "END_STATUSES", "FitRecord", "FitLog", "history_frame", "to_message",
            "round_columns", "worker_columns", "scale_in_columns", "placement_columns",
@@ -293,7 +301,8 @@ def estimate_eta(entries, *, tol, max_iter, window=5):
     return eta
 
 
-def history_frame(estimator, *, per_worker=False):
+def history_frame(estimator: BaseEstimator | Sequence[Mapping[str, Any]], *,
+                  per_worker: bool = False) -> pd.DataFrame:
     """A fitted estimator's ``history_`` as a pandas DataFrame.
 
     Parameters
