@@ -16,7 +16,7 @@ def _numba_env(**env):
     """``env`` plus a numba cache directory of its own for the package's current sources.
 
     numba checks a cached kernel against the file that defines it only: a kernel
-    in ``solvers.py`` that inlines a step from ``losses.py`` would load stale
+    in ``solvers/_kernels.py`` that inlines a step from ``losses.py`` would load stale
     after an edit of ``losses.py`` alone.  A cache per version of the sources
     cannot.
     """

@@ -176,8 +176,9 @@ class Backend(Protocol):  # numpydoc ignore=PR01
     def between_rounds(self, settlements: Settlements) -> Settlements:
         """Called before each round, ahead of :meth:`workers`.
 
-        A backend may apply the settlements here and change its worker set
-        (a simulated cluster moves the chunks of departing workers).
+        A backend may apply the settlements here, and the cluster events due
+        by now (a simulated cluster's joins, departures and failures, which the
+        elastic controller then acts on).
 
         Parameters
         ----------
