@@ -71,11 +71,12 @@ def fit_through_a_kill(client, fit, delay):
     return out["result"]
 
 
-def fit_leftovers(client, timeout=5.0):
+def fit_leftovers(client, timeout=60.0):
     """What fits left on the cluster: solver state, keys in memory, elastic fit records.
 
     Released futures leave the scheduler a moment later (the client's releases
-    travel batched): this waits up to ``timeout`` seconds for them to go.
+    travel batched): this waits up to ``timeout`` seconds for them to go (a bound on
+    a hang, not a speed: a loaded machine takes longer).
     """
     wait_for(lambda: not _leftovers(client)["keys"], timeout=timeout)
     return _leftovers(client)

@@ -94,7 +94,7 @@ def _latest_fit(client):
     return [m for _, m in client.get_events(TOPIC) if m["event"] == "start"][-1]["fit"]
 
 
-def _wait_for(predicate, timeout=10.0):
+def _wait_for(predicate, timeout=60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

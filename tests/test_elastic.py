@@ -182,7 +182,7 @@ def test_elastic_adaptive_closes_the_released_workers(table):
                 seen["closable"] = set(closable)
                 seen["holders"] = set(backend.placement)
             if round_id == 8:
-                wait_for(lambda: len(live(client)) == 2, timeout=10)
+                wait_for(lambda: len(live(client)) == 2, timeout=60)
             seen[round_id] = len(live(client))
 
         check = InvariantChecker(client, 16, n, action=watch)
@@ -314,12 +314,14 @@ def test_a_joining_worker_receives_chunks(table):
         def grow(round_id, backend):
             if round_id == 1:
                 cluster.scale(3)
-                wait_for(lambda: len(live(client)) == 3)
-                time.sleep(1.0)   # let the fit's next check see the newcomer
+                assert wait_for(lambda: len(live(client)) == 3, timeout=60)
 
         check = InvariantChecker(client, 12, table[0].shape[0], action=grow)
-        result, _ = _numpy_fit(client, table, chunks=12, tol=1e-9, max_iter=8,
-                               round_hook=check)
+        # the fit looks for new workers after every round, not once a second:
+        # the round after the newcomer came sees it
+        with dask.config.set({"daskelastic.elastic.check-interval": 0.0}):
+            result, _ = _numpy_fit(client, table, chunks=12, tol=1e-9, max_iter=8,
+                                   round_hook=check)
         joins = [ev for e in result.history for ev in e["events"] if ev["event"] == "join"]
         assert len(joins) == 1 and joins[0]["moves"] >= 3
         assert result.history[-1]["n_workers"] == 3
