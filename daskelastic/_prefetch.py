@@ -5,8 +5,8 @@ in random order (:func:`daskelastic.solvers._visit_order`).  Within a bucket
 the hardware prefetcher streams the rows; at each jump to a new bucket every
 array the kernel reads (CSR data and indices, or the dense rows, targets,
 weights, dual values) misses the cache, before the hardware prefetcher
-catches on.  On the flights table (7 non-zeros per row, 16-row buckets) that
-doubled the time of a hinge-loss epoch against visiting the rows in order.
+catches on, which makes an epoch much slower than one visiting the rows in
+order (the docs' *Benchmarks*, *The local solver*).
 
 The CSR kernels ask the CPU to load the row they will visit :data:`AHEAD`
 steps on, one row per step (:func:`prefetch` on its first and last lines);

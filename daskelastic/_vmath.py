@@ -3,11 +3,10 @@
 numba compiles ``math.log`` to a call of the C library's scalar ``log``, which
 stops LLVM from vectorising the loop around it (with PyPI's llvmlite there is
 no SVML).  NumPy's ufuncs are vectorised but take one pass over memory each:
-the logistic solver's dual values and logits of a round on the flights table
-(327,346 rows) took six passes; one numba loop calling :func:`log` and
-:func:`log1p` below, and a vectorised sum of the changes, take 0.61× their
-time (``benchmarks/bench_logistic_logs.py``; ``tests/test_vmath.py`` checks
-the two functions against ``long double``).
+the logistic solver's dual values and logits of a round took six passes, one
+numba loop calling :func:`log` and :func:`log1p` below takes one (the docs'
+*Benchmarks*, *The local solver*; ``benchmarks/bench_logistic_logs.py``).
+``tests/test_vmath.py`` checks the two functions against ``long double``.
 
 :func:`log` is fdlibm's ``e_log.c`` without its special cases: ``x`` must be
 a positive normal number.  Its error is below 1 ulp (:func:`log1p`'s, with

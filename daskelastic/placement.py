@@ -103,9 +103,8 @@ def make_chunks(X, Y, sample_weight, bounds, shuffle=None):
         Seed of a random row order to cut along instead of the input's order.
         Tables are often sorted (by date, by category); chunks cut from a sorted
         table differ from each other, and CoCoA+ on workers holding unlike rows
-        converges far slower (on the date-sorted flights table, 2 workers
-        reached 1e-3 in 18.5 s on contiguous blocks and in 3.3 s on shuffled
-        rows).  The chunks keep that random order (``shuffled``), so that
+        converges far slower (see the docs' *Design notes*, *Chunks cut along
+        a random row order*).  The chunks keep that random order (``shuffled``), so that
         the solvers need not shuffle their rows again when they pack them
         (a second row gather of the whole table); a gather in a random order
         cost the same here as one in the input's order.  Each chunk's

@@ -4,8 +4,9 @@ Every round of a Dask fit becomes an event on the scheduler, topic
 ``"daskelastic"`` (see :mod:`daskelastic.monitoring.records` for the
 messages).  They are the same events as ``client.log_event("daskelastic",
 msg)`` publishes, but the fit does not wait for them: ``client.log_event``
-is a round trip to the scheduler (about 2 ms), while queueing a message
-costs the fit's thread some 20 µs; the client's event loop sends the queue,
+is a round trip to the scheduler, while queueing a message costs the fit's
+thread next to nothing (the docs' *Design notes*, *Telemetry queued, not sent
+from the fit's thread*); the client's event loop sends the queue,
 in order, while the next rounds run.  Anything can read them — ``client.get_events("daskelastic")``,
 ``client.subscribe_topic`` or a scheduler plugin, like the dashboard page's.
 """

@@ -181,8 +181,8 @@ def _visit(loss, y, c, a0, da, zw, z, q, gap, u0, loss_acc, dual_acc, az_acc, rt
     ``rtol``.
 
     It takes values, not the kernel's arrays: with the arrays passed to this
-    inlined function, one worker's logistic epoch on flights took 1.20-1.34x
-    as long (``benchmarks/bench_epochs.py --base`` against the code before).
+    inlined function the logistic epoch is slower (see the docs'
+    *Benchmarks*, *The local solver*).
     """
     a = a0 + da
     if loss == LOGISTIC:
@@ -237,7 +237,9 @@ def _sdca_dense_1(X, Y, sw, alpha, dalpha, w, dw, inv_lam_n, sigma, icpt,
                   order, n_steps, stop, check_every, sums, offset, Z, U, rtol):
     """``_sdca_dense`` for one target column: scalar margins, no zero tests.
 
-    2.5–4× faster than the general kernel on rows of 8–40 dense features.
+    The margins live in registers, not in per-target arrays: faster on rows of
+    a few dense features (see the docs' *Design notes*, *Kernels for one
+    target column*).
     """
     loss = _LOSS   # a constant: one compiled kernel per loss (_specialise)
     n, d = X.shape
@@ -316,8 +318,8 @@ def _sdca_csr(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         if s % check_every == 0 and stop[0] != 0:
             break
         # The row visited AHEAD steps on, one row at a time (see _sdca_csr_1);
-        # spelled out in each kernel: a helper taking the CSR arrays made a
-        # hinge epoch slower than no prefetch at all, also inlined
+        # spelled out in each kernel: a helper taking the CSR arrays is slower
+        # (docs' *Design notes*, *The prefetch written out in each CSR kernel*)
         if s + 2 * AHEAD < n_steps:
             prefetch(indptr, order[s + 2 * AHEAD])
         if s + AHEAD < n_steps:
@@ -394,7 +396,8 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
 
     The general kernel accumulates its margins in small arrays (one entry per
     target), which the compiler keeps in memory; with one target the scalar
-    form is ~25% faster on rows of a few non-zeros.
+    form is faster on rows of a few non-zeros (see the docs' *Design notes*,
+    *Kernels for one target column*).
     """
     loss = _LOSS   # a constant: one compiled kernel per loss (_specialise)
     n = indptr.shape[0] - 1
@@ -415,9 +418,8 @@ def _sdca_csr_1(data, indices, indptr, Y, sw, alpha, dalpha, w, dw,
         countdown -= 1
         # The row visited AHEAD steps on: the first and last lines of its
         # non-zeros (a short row's all; the hardware streams a long one) and
-        # its entries of the other arrays.  Row by row, not a bucket's ~36
-        # lines at each jump: one worker's epoch on flights 1.5x faster
-        # (benchmarks/bench_epochs.py --C 1, with the branch-free update below).
+        # its entries of the other arrays.  Row by row, not a bucket's lines
+        # at each jump: faster (docs' *Algorithms*, *The local solver*).
         if s + 2 * AHEAD < n_steps:
             prefetch(indptr, order[s + 2 * AHEAD])
         if s + AHEAD < n_steps:
@@ -621,9 +623,9 @@ def _specialise(func):
     loss code, which numba compiles as a constant: the branches of the other
     losses vanish, and with them the stores and registers they would hold.
     With the loss as an argument instead, a kernel visits rows for the hinge
-    loss 1.2× slower as soon as it may also store the logistic loss's margins
-    (flights table, 327k rows).  Each copy has its own name, hence its own
-    entries in numba's cache.
+    loss slower as soon as it may also store the logistic loss's margins (see
+    the docs' *Benchmarks*, *The local solver*).  Each copy has its own name,
+    hence its own entries in numba's cache.
     """
     out = {}
     for name, code in LOSSES.items():

@@ -120,18 +120,13 @@ class LocalResult:
 #: more than its factor for many rounds.
 _PACE_WINDOW = 5
 
-#: Rows per bucket of the visiting order (see :class:`ChunkSolver`).  Measured
-#: on the flights table by ``benchmarks/bench_bucket.py`` (327k rows, one
-#: worker, rounds to a relative gap of 1e-4): 64 rows: logistic 22 rounds,
-#: squared hinge 184, hinge 33; 16 rows: 13, 98, 29, for 13-48% more seconds
-#: per epoch: a fit 31% (logistic) and 24% (squared hinge) faster, 20% slower
-#: for the hinge.  Smaller buckets approach a random permutation's convergence
-#: but lose the sweep's memory throughput: a fully random order cost 2.8-5x an
-#: epoch in buckets of 64, 1.15-1.6x since the kernels prefetch each next
-#: bucket (:mod:`daskelastic._prefetch`), and 8-row buckets then fit logistic
-#: regression and the squared hinge 5-9% faster than 16 (the hinge 4% slower).
-#: With several workers the CoCoA+ aggregation, not the visiting order, sets
-#: the number of rounds.
+#: Rows per bucket of the visiting order (see :class:`ChunkSolver`).  Smaller
+#: buckets approach a random permutation's convergence but lose the sweep's
+#: memory throughput (the kernels prefetch each next bucket,
+#: :mod:`daskelastic._prefetch`); with several workers the CoCoA+ aggregation,
+#: not the visiting order, sets the number of rounds.  The measurements behind
+#: 16 (``benchmarks/bench_bucket.py``) are in the docs' *Algorithms*, *The
+#: local solver*, and *Benchmarks*, *The local solver*.
 BUCKET_ROWS = 16
 
 
@@ -141,7 +136,8 @@ class ChunkSolver:
     The rows of all chunks are packed into one local matrix, in a random row
     order fixed at packing time, and each round visits them bucket by bucket:
     the buckets (``BUCKET_ROWS`` consecutive packed rows) in a fresh random
-    order, the rows of a bucket in sequence.  Three measured facts shape this:
+    order, the rows of a bucket in sequence.  Three facts shape this (the
+    docs' *Algorithms*, *The local solver*):
 
     - visiting chunk after chunk (a block order) converges several times
       slower than one permutation of all rows, because it drives the dual
@@ -150,7 +146,7 @@ class ChunkSolver:
       step than a sequential sweep on a large sparse matrix (every step is a
       cache miss);
     - the bucket size trades the two: small buckets converge in fewer rounds,
-      large ones run an epoch faster (``BUCKET_ROWS`` records the numbers).
+      large ones run an epoch faster (``BUCKET_ROWS``).
 
     Shuffled packing plus bucketed visits gets both the convergence of a
     random permutation and nearly the memory throughput of a sweep.  The
@@ -260,8 +256,8 @@ class ChunkSolver:
         The chunk is packed with the others when the next round starts.  The
         packing shuffles the rows (see the class), unless every chunk it packs
         was added with ``shuffled=True`` and nothing else is held: then it
-        stacks them as they are, which saves a gather of every row (half of
-        the flights table on a worker: 33-41 ms to pack, 10 ms stacked).
+        stacks them as they are, which saves a gather of every row (see the
+        docs' *Benchmarks*, *The local solver*).
 
         Parameters
         ----------
@@ -351,9 +347,9 @@ class ChunkSolver:
 
         The block holds the rows in their packed order, gathered in one
         sequential pass; a worker giving all its rows away (a scale-in) hands
-        over its packed arrays without a copy.  Taking the chunks one by one,
-        each chunk's rows in their own order, gathered the rows at random:
-        ~21 ms for half the flights table, against ~2 ms.  Chunks added with
+        over its packed arrays without a copy.  (Taking the chunks one by one,
+        each chunk's rows in their own order, would gather the rows at random,
+        far slower; see the docs' *Benchmarks*, *Elastic scale-in*.)  Chunks added with
         :meth:`add_chunk` since the last round go as they were added, stacked;
         a chunk that came in a block not packed yet is gathered from it (and
         the worker's other rows are repacked, as when a packed chunk leaves).
@@ -412,10 +408,8 @@ class ChunkSolver:
         The rows are packed with the others, shuffled afresh, when the next
         round starts, exactly as if the chunks had been added one by one with
         :meth:`add_chunk`.  (Merging the block into the packed rows, each
-        keeping its order, is cheaper, ~43 against ~52 ms on the flights
-        table, but the rounds after the move converged slower: 14 rounds
-        after a move, the gap was 1.7× and 4.6× the fresh shuffle's, on
-        100,000 flights rows in-process, two seeds.)
+        keeping its order, is cheaper, but the rounds after the move converge
+        slower; see the docs' *Benchmarks*, *Elastic scale-in*.)
 
         Parameters
         ----------

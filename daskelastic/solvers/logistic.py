@@ -47,8 +47,8 @@ def _entry_weights(sw, m, work=None):
     """The sample weights, one per entry of an ``n × m`` array, flattened (``sw`` for ``m = 1``).
 
     ``None`` when they are all 1: the logistic passes then leave them unread
-    (:func:`value_at`), as the kernels do (``benchmarks/bench_unit_values.py
-    --weights``: 0.93× the logistic round on flights, with the kernels' share).
+    (:func:`value_at`), as the kernels do (the docs' *Algorithms*, *The local
+    solver*; ``benchmarks/bench_unit_values.py --weights``).
     ``work``'s, kept from round to round, when given.
     """
     if work is not None:
@@ -56,11 +56,11 @@ def _entry_weights(sw, m, work=None):
     return None if _all_ones(sw) else sw if m == 1 else np.repeat(sw, m)
 
 
-# The loops below run over the entries of ``n × m`` arrays flattened, as over
-# (n, m) arrays they took 2-3x as long.  They take no branch per entry
-# (selects instead) and call the logs of ``_vmath``, so that LLVM vectorises
-# them; FMA contraction makes the logs' polynomials cheaper (and no less
-# accurate).
+# The loops below run over the entries of ``n × m`` arrays flattened, take no
+# branch per entry (selects instead) and call the logs of ``_vmath``, so that
+# LLVM vectorises them (docs' *Design notes*, *The logistic passes over
+# flattened arrays*); FMA contraction makes the logs' polynomials cheaper (and
+# no less accurate).
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
 def _logistic_duals(y, c, a, da, D, U):
@@ -72,9 +72,8 @@ def _logistic_duals(y, c, a, da, D, U):
     1e-305, is taken at the smallest normal ``β``); ``U`` is ``logit(β)``,
     ``β = (a + da)·y/c``, where ``1e-12 < β < 1 − 1e-12`` and ``c > 0``
     (where a step may start from it), NaN elsewhere.  One pass, where NumPy's
-    ``log`` and ``log1p`` over arrays took several: with the round's dual
-    change, 0.61× their time per round on the flights table (327,346 rows;
-    ``benchmarks/bench_logistic_logs.py``).
+    ``log`` and ``log1p`` over arrays take several (see the docs'
+    *Benchmarks*, *The local solver*; ``benchmarks/bench_logistic_logs.py``).
     """
     add = da.shape[0] > 0
     tol = 1e-12
@@ -112,8 +111,8 @@ def logistic_start(Y, sample_weight, alpha, work=None):
     The logistic loss's dual value and coordinate step need the logs of
     ``β = α·y/c`` and ``1 − β``.  Taken here over whole arrays in a loop that
     LLVM vectorises (:func:`_logistic_duals`; scalar ``log`` calls in a
-    kernel took some 6× as long as NumPy's vectorised ones, ``log1p`` 15×),
-    they are computed once per round instead of inside the kernels.
+    kernel are several times slower, see the docs' *Benchmarks*, *The local
+    solver*), they are computed once per round instead of inside the kernels.
 
     Parameters
     ----------
@@ -168,8 +167,7 @@ def logistic_gap_sums(sample_weight, T, D, sums, work=None):
     else:
         # einsum, not ``@``: a BLAS product of this length runs on OpenBLAS's
         # threads, which then spin and keep every other core busy for the
-        # rest of the round (an in-process fit took twice its wall time in
-        # CPU time)
+        # rest of the round (docs' *Design notes*, *einsum, not a BLAS product*)
         sums[0] += float(np.einsum("i,ij->", sample_weight, L))
     sums[1] += float(np.sum(D))
 

@@ -19,13 +19,10 @@ def unit_values(X):
 
     The SDCA kernels then leave the values unread (``sdca_chunk(...,
     unit_values=True)``) and stream the column indices alone: 2 bytes per
-    non-zero instead of 10 (``float64`` values, :func:`narrow_indices`).  On
-    the flights table (7 non-zeros per row, all 1) one worker's round takes
-    0.83x the time for the logistic loss, 0.76x for the hinge loss and 0.79x
-    for the squared hinge (0.84-0.93x with three targets), with the same
-    rounds bit for bit (``benchmarks/bench_unit_values.py``: the two kernels
-    taking turns in one process).  A stored 0 makes it False (only the fast
-    path is lost).
+    non-zero instead of 10 (``float64`` values, :func:`narrow_indices`), with
+    the same rounds bit for bit (the docs' *Algorithms*, *The local solver*;
+    ``benchmarks/bench_unit_values.py``).  A stored 0 makes it False (only the
+    fast path is lost).
     """
     return sp.issparse(X) and X.format == "csr" and _all_ones(X.data)
 
@@ -40,11 +37,9 @@ def narrow_indices(X):
 
     The SDCA kernels read them in place of ``X.indices`` (:func:`sdca_chunk`):
     2 of a non-zero's 10 bytes instead of 4 of 12 (with ``float64`` values),
-    in a pass whose rows come in buckets at random places.  On the flights
-    table (4,198 columns, 7 non-zeros per row) one worker's epoch took 15%
-    less time for the hinge loss, 11% for the squared hinge and logistic
-    losses (the two layouts taking turns in one process).  Wider matrices,
-    and dense ones, get ``None``: the kernels read ``X``'s own.
+    in a pass whose rows come in buckets at random places (see the docs'
+    *Benchmarks*, *The local solver*).  Wider matrices, and dense ones, get
+    ``None``: the kernels read ``X``'s own.
     """
     if not sp.issparse(X) or X.shape[1] > 1 << 16:
         return None
@@ -54,10 +49,10 @@ def narrow_indices(X):
 def sq_norm_sum(X):
     """``Σ ‖x_i‖²`` over the rows of a dense or sparse matrix (in float64).
 
-    A dot product for ``float64`` values, which makes no temporary array: the
-    squares of half of flights' values took 4–9 ms in a worker (their array's
-    pages fresh from the kernel under distributed's ``MALLOC_TRIM_THRESHOLD_``),
-    the dot product under 1 ms.
+    A dot product for ``float64`` values, which makes no temporary array: an
+    array of the squares would be fresh pages under distributed's
+    ``MALLOC_TRIM_THRESHOLD_`` (see the docs' *Design notes*, *Fewer fresh
+    arrays on Dask workers*).
     """
     data = np.ravel(X.data if sp.issparse(X) else X)
     if data.dtype == np.float64:
@@ -71,9 +66,8 @@ class Workspace:
     Dask starts its worker processes with ``MALLOC_TRIM_THRESHOLD_`` set, which
     turns off glibc's adaptive ``mmap`` threshold: every array above 128 KiB
     is then fresh memory from the kernel, and the first write to each of its
-    pages is a page fault.  With a dozen row-sized arrays per round that made
-    a logistic round on the flights table 1.8× slower (46.9 against 26.5 ms,
-    one process with and without the setting).  Arrays of the same name are
+    pages is a page fault, for a dozen row-sized arrays per round (see the
+    docs' *Benchmarks*, *The local solver*).  Arrays of the same name are
     handed out again while their shape and type stay the same.
     """
 
@@ -167,8 +161,8 @@ def _stack_rows(Xs):
     """Stack row blocks (dense or CSR) into one, CSR if any is sparse (a block alone as it is)."""
     if len(Xs) == 1 and sp.issparse(Xs[0]) and Xs[0].format == "csr":
         # as it is: ``csr_matrix(X)`` copies the arrays of a block that
-        # arrived in a message (views of its buffer), which took up to 50 ms
-        # for half of the flights table on a worker
+        # arrived in a message (views of its buffer) into fresh pages (docs'
+        # *Design notes*, *Fewer fresh arrays on Dask workers*)
         return Xs[0]
     dtype = np.result_type(*[x.dtype for x in Xs])
     if any(sp.issparse(x) for x in Xs):

@@ -39,10 +39,10 @@ class ActorCalls:
     distributed's own, not a public API: the public ``distributed.Actor``
     proxy sends calls through the scheduler, which forwards them, unless the
     *whole* client was made ``direct_to_workers`` (workers behind a firewall
-    may be out of a client's reach).  Measured on a 2-worker LocalCluster
-    (flights, logistic): a round spent 6.4 ms outside the solvers with direct
-    calls, 8.3 ms with calls through the scheduler.  Without ``direct``, the
-    calls go through that proxy.
+    may be out of a client's reach).  Direct calls take a round less time
+    outside the solvers (see the docs' *Design notes*, *Round calls straight
+    to the workers' actors*).  Without ``direct``, the calls go through that
+    proxy.
 
     Parameters
     ----------

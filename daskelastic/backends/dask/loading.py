@@ -73,11 +73,10 @@ class _Loading:
 
         The chunks travel as the call's arguments, to all workers at once, and
         the call adds and packs them: one message to each worker and one back
-        once its actor is up.  A scatter (the data, then the scheduler told of
-        it) followed by a load task (client → scheduler → worker → scheduler
-        → client) took ~12 ms more to the first round on 2 local workers
-        (median of 20 fits each way, alternating; starting the actors
-        earlier, while the client cuts the chunks, gained nothing more).
+        once its actor is up, where a scatter (the data, then the scheduler
+        told of it) and a load task (client → scheduler → worker → scheduler
+        → client) take more round trips (see the docs' *Design notes*,
+        *Chunks sent straight to the workers*).
         """
         by_id = self._source[1]
         targets = [a for a, c in plan.items() if c]
@@ -91,9 +90,8 @@ class _Loading:
 
         The chunks go straight from the client to a worker it reaches (see
         ``calls.calls_direct``), not through
-        the scheduler, which would receive and forward every byte: on 2 local
-        workers the flights table took ~50 ms to scatter direct, ~90 ms
-        through the scheduler, and ~43 ms direct to both workers at once.
+        the scheduler, which would receive and forward every byte (see the
+        docs' *Design notes*, *Chunks sent straight to the workers*).
         """
         by_id = self._source[1]
         setting = config.get("actor-calls")

@@ -126,8 +126,8 @@ def load_chunks(fit_id, problem, epoch, *chunks):
     A worker gets all its chunks in one call: it packs them at once, while the
     client still sends other workers theirs, and before the first round: a
     first round that packs takes longer, unevenly, and the default straggler
-    policy cut it (on the flights table, 2 workers, a fit to ``tol=1e-3`` then
-    took up to 41 rounds instead of 25).  Returns ``Σ ‖x_i‖²`` over their rows,
+    policy would cut it, at a cost in rounds (see the docs' *Design notes*,
+    *Packing the rows before the first round*).  Returns ``Σ ‖x_i‖²`` over their rows,
     or None when ``epoch`` is past (nothing is added; see :class:`WorkerFit`).
     """
     fit = _fit(fit_id, problem)
@@ -250,8 +250,8 @@ class RoundActor:
     (through the scheduler unless it is sent straight to the worker, see
     :class:`~daskelastic.backends.dask.calls.ActorCalls`), not a task's
     client → scheduler → worker → scheduler → client path and the
-    scheduler's bookkeeping (measured on a 2-worker LocalCluster: ~3× less
-    overhead per round).  The solver state is
+    scheduler's bookkeeping (see the docs' *Design notes*, *Round calls
+    straight to the workers' actors*).  The solver state is
     the same worker-local registry the load tasks fill.
     """
 
