@@ -297,7 +297,8 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
         is usable, near the optimum, the step is the CoCoA+-safe ``σ′ / K′``
         and the next σ′ the safe one).  After a scale-in, a join or a lost
         worker σ′ starts again from ``γ K′``.  For the hinge, σ′ stays
-        ``γ K′`` (bolder steps there cost rounds, measured).
+        ``γ K′`` (bolder steps there cost rounds; the docs' *Algorithms*
+        page, *Adaptive σ′*).
     local_steps : int, optional
         Coordinate steps per worker per round; default one pass over its rows.
     random_state : int

@@ -789,7 +789,7 @@ def _block_labels_and_weights(y, sample_weight=None):
     if y.dtype.kind in "biuf":
         import pandas as pd
 
-        # by hashing (half of flights' labels ~2 ms; np.unique sorts them)
+        # by hashing: np.unique sorts, which costs more on long label arrays
         codes, labels = pd.factorize(y, sort=True, use_na_sentinel=False)
         labels = np.asarray(labels)
     else:
@@ -805,7 +805,7 @@ def _block_labels_and_weights(y, sample_weight=None):
 
 
 def _distinct_labels(y):
-    """``np.unique(y)``: by hashing for 1-d numbers (flights' 327k labels 1.5 ms, not 7)."""
+    """``np.unique(y)``: by hashing for 1-d numbers (no sort of the whole array)."""
     if y.ndim == 1 and y.dtype.kind in "biuf":
         import pandas as pd
 
@@ -881,10 +881,9 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
             raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} "
                              "instead.")
         # one task per row block for its labels, the rows and weight of each
-        # and its weights' least value, gathered at once: on flights' two
-        # persisted blocks 2 local workers took ~25 ms, where da.unique, min
-        # and sum (a graph of maps and reductions) took ~55 ms, and
-        # "balanced" class weights took one more reduction per class
+        # and its weights' least value, gathered at once: one round trip,
+        # where da.unique, min and sum are a graph of maps and reductions each
+        # (and "balanced" class weights one more reduction per class)
         y_blocks = y.to_delayed().ravel()
         sw_blocks = ([None] * len(y_blocks) if sample_weight is None
                      else sample_weight.to_delayed().ravel())
@@ -1066,12 +1065,9 @@ _COMMON_TAIL = """
         every other one after it use ``γ K``, the rounds between whatever the
         round before showed, and the proposals are added with the step that
         maximises a lower bound of the dual's gain, so that every round still
-        raises the dual.  On the flights table, on 2 and 4 workers, this took
-        0.55–0.85× the rounds of ``σ′ = K`` to a gap of 1e-4 (logistic,
-        squared hinge, Ridge), and brought the coefficients of logistic
-        regression within 1e-3 of the optimum in about 10 rounds instead of
-        12–20; on other tables it can take more rounds than ``σ′ = K`` (see
-        the *Algorithms* page).
+        raises the dual.  It usually takes fewer rounds than ``σ′ = K``, and
+        on some tables more (the *Algorithms* page, *Adaptive σ′*, has the
+        measurements).
     acceleration : "auto", "none", None or float, default="auto"
         Catalyst acceleration of the rounds: proximal problems with weight
         ``κ`` whose centres move with momentum.  On more than one worker it

@@ -620,8 +620,8 @@ class PreemptPolicy(StragglerPolicy):
         wait_for = max(1, math.ceil(self.fraction * n_workers))
         deadline = None
         if self.deadline_factor is not None and self.records:
-            # statistics.median: np.median's ~50 µs per call on a few values
-            # took 0.6 ms of the driver's time per round (10 records)
+            # statistics.median: np.median's overhead per call dominates on a
+            # few values, and this runs in the driver every round
             typical = float(statistics.median([statistics.median(r.full_time.values())
                                                for r in self.records if r.full_time]))
             deadline = self.deadline_factor * typical
@@ -641,10 +641,9 @@ def _could_pay(b, best, seconds, K):
 
     Only if the longer round is made up by the progress model at its largest
     exponent: ``T(b) / T(best) ≤ ((K − b) / (K − best))^2`` (``seconds`` maps
-    ``b`` to ``T(b)``).  With one 4× straggler a round per exploration of
-    ``b = 0`` cost 2.4× a ``b = 1`` round on 4 workers; waiting for one more
-    result never made that much more progress (without stragglers ``"wait"``
-    needed 0.93× the rounds of ``b = 1``).
+    ``b`` to ``T(b)``).  Exploring a smaller ``b`` costs a round that waits
+    for the straggler, and waiting for one more result rarely makes up for
+    it (the docs' *Benchmarks* page, *Straggler policies on a LocalCluster*).
     """
     return seconds[b] <= ((K - b) / (K - best)) ** _MAX_BETA * seconds[best]
 

@@ -9,9 +9,9 @@ busy until the slice has taken ``factor`` times its compute time, or
 recent rounds) if that is longer — ending at once when told to stop, so a
 preempted straggler keeps the work it did.  (The usual pace is the floor
 because workers that share a machine's cores compute faster once the others
-are done: without it a straggler slowed 4× took only ~2.4× as long as the
-others with 4 workers on 2 cores.  A slowed worker spins instead of
-sleeping: a sleeping straggler would hand its CPU share to the others.)
+are done, and a straggler would then take less than ``factor`` times as long.
+A slowed worker spins instead of sleeping: a sleeping straggler would hand its
+CPU share to the others.)
 The factors depend only on the seed, the round and the sorted worker list,
 so a benchmark is reproducible.
 
@@ -279,9 +279,9 @@ def _slowed_seconds(slowdown, compute, steps, paces):
     worker's usual pace (the median of ``paces``, its seconds per step in
     recent rounds, measured while the other workers compute too).  The slice's
     own time alone falls short when the other workers of the round have
-    finished and the straggler has a core to itself: a straggler slowed 4× on
-    a machine whose cores its workers share then took only about 2.4× as long
-    as the others (flights, 4 workers on 2 cores, median of 42 rounds), not 4×.
+    finished and the straggler has a core to itself: on a machine whose cores
+    its workers share, it would then take less than ``slowdown`` times as long
+    as the others.
     """
     usual = statistics.median(paces) * steps if paces else 0.0
     return slowdown * max(compute, usual)

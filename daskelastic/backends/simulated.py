@@ -87,8 +87,7 @@ __all__ = ["ClusterModel", "ClusterEvent", "SimulatedBackend", "WorkerLost",
            "calibrate_seconds_per_nnz"]
 
 #: A row the solver does not visit costs this fraction of a coordinate step in
-#: the gap-only pass (a margin, no update; measured 0.35 to 0.39 on the flights
-#: table for the logistic and squared hinge losses).
+#: the gap-only pass (a margin, no update: a fraction of the step's work).
 GAP_PASS_COST = 0.35
 
 #: Bytes of a stored value in a chunk on the wire (CSR: value and column index).
