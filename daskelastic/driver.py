@@ -448,7 +448,9 @@ class _RoundLoop:
                                                   warm=w_start is not None)
                 break
             except WorkersLost as lost:   # α = 0 everywhere: nothing else to repair
-                self._recover(lost, nothing_to_repair=True)
+                if self.elastic is None:
+                    raise
+                self.events.extend(_recover(self.elastic, backend, lost.workers)[0])
         self.sigmas = SigmaSchedule(sigma, gamma, problem.loss)
         self.v = problem.zeros()
         if w_start is not None:
@@ -464,14 +466,13 @@ class _RoundLoop:
         self.settlements = {}
         self.drop_streak = {}      # worker -> rounds in a row its work was dropped
 
-    def _recover(self, lost, nothing_to_repair=False, **kwargs):
-        """Recover from ``lost`` (raised again without an elastic controller); return events."""
+    def _recover(self, lost, **kwargs):
+        """Recover from ``lost`` (raised again without an elastic controller); the events.
+
+        ``v`` follows the workers' ``α`` once recovered.
+        """
         if self.elastic is None:
             raise lost
-        if nothing_to_repair:
-            events, _ = _recover(self.elastic, self.backend, lost.workers)
-            self.events.extend(events)
-            return events
         events, self.v = _recover(self.elastic, self.backend, lost.workers,
                                   self.accel.inv_lam_n, **kwargs)
         return events

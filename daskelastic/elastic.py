@@ -44,10 +44,7 @@ from . import config
 from .placement import plan_moves, predicted_round_time, workers_to_release
 from .scaling import ScalingRecord, ThroughputTracker
 
-__all__ = ["ElasticController", "ElasticStep", "RELEASE_MODES", "lost_event"]
-
-#: Values of ``release_workers``.
-RELEASE_MODES = ("auto", True, False)
+__all__ = ["ElasticController", "ElasticStep", "lost_event"]
 
 #: Solver calls shorter than this (seconds) do not measure a worker's share of
 #: a core: a few operating-system time slices, or twenty ticks of a coarse
@@ -132,14 +129,10 @@ class ElasticController:
 
     def __init__(self, backend, scaling_policy, *, max_workers=None, check_interval=None,
                  rebalance=None, rebalance_gain="config", rebalance_rounds=None):
-        # (a policy subclass that skipped ScalingPolicy.__init__ has none)
-        release_workers = getattr(scaling_policy, "release_workers", "auto")
-        if release_workers not in RELEASE_MODES:
-            raise ValueError(f"release_workers must be 'auto', True or False, "
-                             f"got {release_workers!r}")
         self.backend = backend
         self.policy = scaling_policy
-        self.release_workers = release_workers
+        # (validated by ScalingPolicy)
+        self.release_workers = scaling_policy.release_workers
         self.target = max_workers
         if rebalance is None:
             rebalance = config.get("elastic.rebalance")
@@ -271,12 +264,8 @@ class ElasticController:
         rows = {w: sum(self.backend.chunk_sizes[c] for c in cids)
                 for w, cids in placement.items()}
         release = workers_to_release(len(placement) - target, speeds, rows)
-        keep = [w for w in placement if w not in release]
-        _, moves = plan_moves(placement, self.backend.chunk_sizes,
-                              {w: speeds[w] for w in keep})
         t0 = self.backend.clock()
-        self._repacking.update(keep)
-        self.backend.move_chunks(moves)
+        moves = self._move_off(release, speeds)
         t1 = self.backend.clock()
         retire = self._retire()
         self.backend.release(release, retire=retire, target=target)
@@ -284,24 +273,18 @@ class ElasticController:
         self.target = target
         self.tracker.forget(release)
         self._rounds_on_placement = 0
-        return {"event": "scale_in", "from": K, "to": len(keep), "released": release,
+        return {"event": "scale_in", "from": K, "to": K - len(release), "released": release,
                 "retired": retire, "moves": len(moves),
                 "move_seconds": t1 - t0, "release_seconds": t2 - t1}
 
     def _depart(self, leaving):
         """Move the chunks of workers that announced their departure; let them go."""
-        placement = self.backend.placement
-        keep = [w for w in placement if w not in leaving]
-        if not keep:
+        if not [w for w in self.backend.placement if w not in leaving]:
             raise RuntimeError(f"workers {leaving} are leaving and no worker is left to "
                                "hold their chunks")
-        speeds = self.speeds()
-        _, moves = plan_moves(placement, self.backend.chunk_sizes,
-                              {w: speeds[w] for w in keep})
         t0 = self.backend.clock()
-        self._repacking.update(keep)
         try:
-            self.backend.move_chunks(moves)
+            moves = self._move_off(leaving, self.speeds())
         finally:
             # also when a worker dies during the move: those whose chunks
             # all left go as they announced
@@ -312,6 +295,16 @@ class ElasticController:
         self._rounds_on_placement = 0
         return {"event": "leave", "left": list(leaving), "moves": len(moves),
                 "seconds": self.backend.clock() - t0}
+
+    def _move_off(self, workers, speeds):
+        """Move every chunk of ``workers`` to the others, balanced by ``speeds``; the moves."""
+        placement = self.backend.placement
+        keep = [w for w in placement if w not in workers]
+        _, moves = plan_moves(placement, self.backend.chunk_sizes,
+                              {w: speeds[w] for w in keep})
+        self._repacking.update(keep)
+        self.backend.move_chunks(moves)
+        return moves
 
     def _retire(self):
         if self.release_workers is True:

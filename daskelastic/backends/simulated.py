@@ -809,7 +809,7 @@ class SimulatedBackend(ElasticBackend):
         dst.add_rows(src.take_rows(chunk_ids))
         return sum(self._chunk_bytes.get(c, 0) for c in chunk_ids)
 
-    def move_chunks(self, moves, *, why="move"):
+    def move_chunks(self, moves):
         """Move chunks, with their ``α``, and advance the clock by the transfer.
 
         Every worker's link carries the bytes it sends and receives (full
@@ -820,8 +820,6 @@ class SimulatedBackend(ElasticBackend):
         ----------
         moves : list of (chunk_id, source, destination)
             The moves, e.g. from :func:`daskelastic.placement.plan_moves`.
-        why : str
-            What caused them, for the backend's ``log``.
 
         Returns
         -------
@@ -843,7 +841,7 @@ class SimulatedBackend(ElasticBackend):
             self._set_step_seconds(self._workers[name])
         busiest = max([*sent.values(), *received.values()], default=0)
         seconds = self.model.transfer_seconds(busiest) if moves else 0.0
-        self.log.append((self._now, why, None, {"moves": len(moves), "seconds": seconds}))
+        self.log.append((self._now, "move", None, {"moves": len(moves), "seconds": seconds}))
         # the chunks have moved: hold them before the clock passes events (a
         # failure raises WorkerLost from _advance)
         self._update_holding()
