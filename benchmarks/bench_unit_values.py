@@ -60,10 +60,10 @@ def one_pass(X, w, r):
 @contextlib.contextmanager
 def reading(S, what, n_rows):
     """Within it, the solvers read the values (``what="values"``) or the weights."""
-    from daskelastic.solvers import local, logistic, store
+    from daskelastic.solvers import logistic, store
 
-    if what == "values":   # read by the solver where it packs the rows
-        parts, name, check = (local,), "unit_values", store.unit_values
+    if what == "values":   # read by the store where it packs the rows
+        parts, name, check = (store,), "unit_values", store.unit_values
         fake = lambda X: False   # noqa: E731
     else:                  # read where rows are stored and the logistic logs taken
         parts, name, check = (store, logistic), "_all_ones", store._all_ones

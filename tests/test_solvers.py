@@ -376,7 +376,7 @@ def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, t
     results = []
     for read in (False, True):
         if read:   # the same rows through the kernels that read the values
-            monkeypatch.setattr("daskelastic.solvers.local.unit_values", lambda X: False)
+            monkeypatch.setattr("daskelastic.solvers.store.unit_values", lambda X: False)
         solver = ChunkSolver(loss_code(loss), m, 1.0)
         if table == "two chunks":
             solver.add_chunk(0, X[:50], Y[:50], sw[:50])

@@ -6,16 +6,18 @@ The parts, each owning one thing:
   steps over one chunk, compiled per loss, and its gap sums);
 - :mod:`~daskelastic.solvers.logistic`: the logistic loss's logs, taken over
   whole arrays outside the kernels;
-- :mod:`~daskelastic.solvers.store`: how a worker's rows sit in memory (row
-  blocks, packing helpers, facts read off the rows, the arrays reused from
-  round to round);
-- :mod:`~daskelastic.solvers.local`: :class:`ChunkSolver`, the chunks one
-  worker holds, their visiting order, the round and its commit protocol.
+- :mod:`~daskelastic.solvers.store`: how a worker's rows sit in memory
+  (:class:`~daskelastic.solvers.store.ChunkStore`, the chunks held and their
+  packing; row blocks; facts read off the rows; the arrays reused from round
+  to round);
+- :mod:`~daskelastic.solvers.local`: :class:`ChunkSolver`, a store's
+  visiting order, the round and its commit protocol.
 
 The names the rest of the library takes from ``daskelastic.solvers`` are here.
 To replace a step (a benchmark timing ``sdca_chunk``, a test turning
 ``unit_values`` off), set it in the part that reads it
-(``daskelastic.solvers.local.sdca_chunk``).
+(``daskelastic.solvers.local.sdca_chunk``,
+``daskelastic.solvers.store.unit_values``).
 """
 
 # (re-exported: the names importers and benchmarks take from here)
@@ -30,6 +32,7 @@ from ._kernels import (  # noqa: F401
 from .local import BUCKET_ROWS, ChunkSolver, LocalResult, _visit_order  # noqa: F401
 from .logistic import _logistic_dual_change, logistic_gap_sums, logistic_start  # noqa: F401
 from .store import (  # noqa: F401
+    ChunkStore,
     RowBlock,
     Workspace,
     _all_ones,

@@ -1,9 +1,10 @@
-"""How a worker's rows sit in memory: row blocks, packing helpers and per-round arrays.
+"""How a worker's rows sit in memory: the chunks held, their packing and per-round arrays.
 
-The helpers gather, stack and own the rows a worker packs.  The kernels read
-what is found here about the packed rows: the column indices in a narrower
-type (:func:`narrow_indices`), whether the values are all 1
-(:func:`unit_values`) and whether the weights are
+:class:`ChunkStore` holds the chunks of one worker, with their dual state,
+packed into one matrix in a random row order; rows move between workers as a
+:class:`RowBlock`.  The kernels read what is found here about the packed
+rows: the column indices in a narrower type (:func:`narrow_indices`), whether
+the values are all 1 (:func:`unit_values`) and whether the weights are
 (:meth:`Workspace.unit_weights`).  :class:`Workspace` keeps the arrays a worker
 reuses from round to round.
 """
@@ -210,4 +211,403 @@ def _own_rows(X):
 def _empty_packing(m):
     """The packing of a solver that holds no rows."""
     return np.zeros((0, 0)), np.zeros((0, m)), np.zeros(0), np.zeros((0, m))
+
+
+class ChunkStore:
+    """The chunks one worker holds and their committed dual state, packed in one matrix.
+
+    Chunks come in one by one (:meth:`add_chunk`) or in blocks moved from
+    another worker (:meth:`add_rows`) and leave the same two ways
+    (:meth:`remove_chunks`, :meth:`take_rows`).  Before a round the rows of
+    every chunk are packed into one matrix in a random row order
+    (``_pack``), rebuilt only when the set of chunks changed: a round
+    then visits the packed rows bucket by bucket (see
+    :class:`~daskelastic.solvers.ChunkSolver`).  With sparse rows of at most
+    65,536 columns the packing keeps a ``uint16`` copy of the column indices
+    (``narrow_indices``) and notes whether the values are all 1
+    (``unit_values``), for the kernels to read fewer bytes per visit.
+
+    ``pending`` is the round's work not committed yet, a ``Δα`` indexed by
+    packed row: while it is set, the chunks held cannot change, since a
+    repacking would move the rows under it.
+
+    Parameters
+    ----------
+    n_targets : int
+        Columns of ``Y`` and ``α``.
+    seed : int
+        Seed of the packing order.
+    """
+
+    def __init__(self, n_targets, seed=0):
+        self.n_targets = n_targets
+        self.seed = seed
+        self.pending = None   # (round_id, dalpha over the packed rows)
+        self._unpacked = {}   # chunk_id -> (X, Y, sw, alpha) not packed yet
+        self._shuffled = set()   # ids of unpacked chunks whose rows came shuffled
+        self._rows = {}       # chunk_id -> positions of its rows in the packing
+        self._blocks = []     # RowBlocks added by add_rows, not packed yet
+        self._packed = None   # (X, Y, sw, alpha)
+        self._indices = None  # narrow_indices of the packed X
+        self._unit = False    # unit_values of the packed X
+        self._work = Workspace()   # per-round arrays, sized to the packed rows
+
+    def add_chunk(self, chunk_id, X, Y, sample_weight, alpha=None, shuffled=False):
+        """Hold a chunk, with its dual state.
+
+        The chunk is packed with the others when the next round starts.  The
+        packing shuffles the rows (see the class), unless every chunk it packs
+        was added with ``shuffled=True`` and nothing else is held: then it
+        stacks them as they are, which saves a gather of every row (see the
+        docs' *Benchmarks*, *The local solver*).
+
+        Parameters
+        ----------
+        chunk_id : int
+            Id of the chunk, not held yet.
+        X : ndarray or sparse matrix of shape (n_rows, d)
+            The chunk's rows.  The solver may keep ``X``'s own arrays (a lone
+            chunk added with ``shuffled=True``) and reads facts off them
+            when it packs (whether all values are 1, the column indices in a
+            narrower type): do not change ``X`` while the chunk is held.
+        Y : ndarray of shape (n_rows, m) or (n_rows,)
+            Encoded targets.
+        sample_weight : ndarray of shape (n_rows,)
+            Weights ``c_i`` of the rows.
+        alpha : ndarray of shape (n_rows, m), optional
+            Committed dual state of the rows; zeros when None.
+        shuffled : bool
+            Whether the rows are already in a random order (a random sample
+            of the training rows, as ``daskelastic.placement.make_chunks``
+            cuts them with ``shuffle``).  Leave it False for rows in the
+            input's order: visiting sorted rows bucket by bucket converges
+            far slower.
+
+        Raises
+        ------
+        ValueError
+            When the chunk is already held.
+        RuntimeError
+            When a round's work is pending (neither committed nor discarded).
+        """
+        self._check_no_pending("add a chunk")
+        if chunk_id in self._held():
+            raise ValueError(f"chunk {chunk_id} is already held")
+        Y = np.asarray(Y, dtype=np.float64).reshape(X.shape[0], -1)
+        if alpha is None:
+            alpha = np.zeros((X.shape[0], self.n_targets))
+        alpha = np.asarray(alpha, dtype=np.float64).reshape(X.shape[0], self.n_targets)
+        self._unpacked[chunk_id] = (X, Y, np.asarray(sample_weight, dtype=np.float64),
+                                    alpha)
+        if shuffled:
+            self._shuffled.add(chunk_id)
+        else:
+            self._shuffled.discard(chunk_id)
+
+    def remove_chunk(self, chunk_id):
+        """Release a chunk and return its data and dual state.
+
+        Parameters
+        ----------
+        chunk_id : int
+            Id of a chunk held.
+
+        Returns
+        -------
+        tuple
+            ``(X, Y, sample_weight, alpha)`` of the chunk's rows in their
+            original order, with the committed ``α``.  As with :meth:`get_chunk`,
+            the arrays :meth:`add_chunk` stored for a chunk it added since the
+            last round, copies otherwise.
+        """
+        self._check_no_pending("remove a chunk")
+        if chunk_id in self._unpacked:
+            return self._unpacked.pop(chunk_id)
+        return self.remove_chunks([chunk_id])[chunk_id]
+
+    def remove_chunks(self, chunk_ids):
+        """Release several chunks, repacking the rest once.
+
+        Parameters
+        ----------
+        chunk_ids : list of int
+            Ids of chunks held.
+
+        Returns
+        -------
+        dict
+            ``{chunk_id: (X, Y, sample_weight, alpha)}`` as :meth:`remove_chunk`
+            returns them.
+        """
+        chunk_ids = self._removable(chunk_ids)
+        out = {cid: self.get_chunk(cid) for cid in chunk_ids}
+        self._drop(chunk_ids)
+        return out
+
+    def take_rows(self, chunk_ids):
+        """Release chunks and return their rows as one :class:`RowBlock`, to move them.
+
+        The block holds the rows in their packed order, gathered in one
+        sequential pass; a worker giving all its rows away (a scale-in) hands
+        over its packed arrays without a copy.  (Taking the chunks one by one,
+        each chunk's rows in their own order, would gather the rows at random,
+        far slower; see the docs' *Benchmarks*, *Elastic scale-in*.)  Chunks added with
+        :meth:`add_chunk` since the last round go as they were added, stacked;
+        a chunk that came in a block not packed yet is gathered from it (and
+        the worker's other rows are repacked, as when a packed chunk leaves).
+
+        Parameters
+        ----------
+        chunk_ids : list of int
+            Ids of chunks held.
+
+        Returns
+        -------
+        RowBlock
+            The chunks' rows, targets, weights and committed ``α``.
+
+        Raises
+        ------
+        KeyError
+            When a chunk is not held.
+        ValueError
+            When ``chunk_ids`` is empty.
+        RuntimeError
+            When a round's work is pending.
+        """
+        chunk_ids = self._removable(chunk_ids)
+        if not chunk_ids:
+            raise ValueError("no chunks to take")
+        in_blocks = self._block_chunk_ids()
+        if any(c in self._unpacked or c in in_blocks for c in chunk_ids):
+            # some chunks were added since the last round: stacked as they are
+            # (nothing is packed for them)
+            parts = [self.get_chunk(c) for c in chunk_ids]
+            sizes = np.cumsum([0] + [p[0].shape[0] for p in parts])
+            block = RowBlock(_stack_rows([p[0] for p in parts]),
+                             *(np.concatenate([p[k] for p in parts]) for k in (1, 2, 3)),
+                             rows={c: np.arange(sizes[i], sizes[i + 1])
+                                   for i, c in enumerate(chunk_ids)})
+            self._drop(chunk_ids)
+            return block
+        positions = np.sort(np.concatenate([self._rows[c] for c in chunk_ids]))
+        n = self._packed[0].shape[0]
+        if positions.shape[0] == n:
+            # every packed row goes: the packed arrays themselves, no copy
+            block = RowBlock(*self._packed, rows={c: self._rows[c] for c in chunk_ids})
+        else:
+            X, Y, sw, alpha = self._packed
+            block = RowBlock(_gather_rows(X, positions), Y[positions], sw[positions],
+                             alpha[positions],
+                             rows={c: np.searchsorted(positions, self._rows[c])
+                                   for c in chunk_ids})
+        self._drop(chunk_ids)
+        return block
+
+    def add_rows(self, block):
+        """Hold the chunks of a :class:`RowBlock` (from :meth:`take_rows`), with their ``α``.
+
+        The rows are packed with the others, shuffled afresh, when the next
+        round starts, exactly as if the chunks had been added one by one with
+        :meth:`add_chunk`.  (Merging the block into the packed rows, each
+        keeping its order, is cheaper, but the rounds after the move converge
+        slower; see the docs' *Benchmarks*, *Elastic scale-in*.)
+
+        Parameters
+        ----------
+        block : RowBlock
+            Rows of chunks not held here.
+
+        Raises
+        ------
+        ValueError
+            When a chunk is already held, or the block's arrays or row
+            positions do not match.
+        RuntimeError
+            When a round's work is pending.
+        """
+        self._check_no_pending("add chunks")
+        held = self._held()
+        again = sorted(c for c in block.rows if c in held)
+        if again:
+            raise ValueError(f"chunks {again} are already held")
+        n = block.X.shape[0]
+        shape = (n, self.n_targets)
+        Y, alpha = (np.asarray(a, dtype=np.float64) for a in (block.Y, block.alpha))
+        sw = np.asarray(block.sample_weight, dtype=np.float64)
+        if Y.size != n * self.n_targets or alpha.size != n * self.n_targets or sw.size != n \
+                or Y.shape[0] != n or alpha.shape[0] != n:
+            raise ValueError(f"the block's targets, dual state and weights must have "
+                             f"{n} rows and {self.n_targets} columns")
+        rows = {c: np.asarray(r, dtype=np.int64).reshape(-1) for c, r in block.rows.items()}
+        covered = np.zeros(n, dtype=np.int64)
+        for r in rows.values():
+            if r.size and (r.min() < 0 or r.max() >= n):
+                raise ValueError(f"the block's row positions must be in [0, {n})")
+            np.add.at(covered, r, 1)
+        if not np.all(covered == 1):
+            raise ValueError("the block's row positions must cover each of its rows once")
+        self._blocks.append(RowBlock(block.X, Y.reshape(shape), sw.reshape(n),
+                                     alpha.reshape(shape), rows))
+
+    def get_chunk(self, chunk_id):
+        """The data and committed dual state of a chunk held.
+
+        Parameters
+        ----------
+        chunk_id : int
+            Id of a chunk held.
+
+        Returns
+        -------
+        tuple
+            ``(X, Y, sample_weight, alpha)`` of the chunk's rows in their
+            original order, with the committed ``α``.  The arrays
+            :meth:`add_chunk` stored for a chunk it added since the last
+            round; copies otherwise.
+        """
+        if chunk_id in self._unpacked:
+            return self._unpacked[chunk_id]
+        for block in self._blocks:
+            if chunk_id in block.rows:
+                rows = block.rows[chunk_id]
+                return block.X[rows], block.Y[rows], block.sample_weight[rows], block.alpha[rows]
+        X, Y, sw, alpha = self._packed
+        rows = self._rows[chunk_id]
+        return X[rows], Y[rows], sw[rows], alpha[rows]
+
+    @property
+    def chunk_ids(self):
+        """Ids of the chunks held, sorted."""
+        return sorted(self._held())
+
+    @property
+    def n_rows(self):
+        """Rows held over all chunks."""
+        return (sum(r.shape[0] for r in self._rows.values())
+                + sum(c[0].shape[0] for c in self._unpacked.values())
+                + sum(b.X.shape[0] for b in self._blocks))
+
+    def alpha_by_chunk(self):
+        """The committed dual state of every chunk held.
+
+        Returns
+        -------
+        dict
+            ``{chunk_id: α}``, copies of shape ``(rows of the chunk, m)``.
+        """
+        return {cid: self.get_chunk(cid)[3].copy() for cid in self.chunk_ids}
+
+    @property
+    def _unit_weights(self):
+        """Whether the packed weights are all 1: then unread (:meth:`Workspace.unit_weights`)."""
+        sw = self._packed[2] if self._packed is not None else None
+        return sw is not None and sw.size > 0 and self._work.unit_weights(sw)
+
+    def _held(self):
+        return {*self._rows, *self._unpacked, *self._block_chunk_ids()}
+
+    def _block_chunk_ids(self):
+        """Ids of the chunks in blocks :meth:`add_rows` stored, not packed yet."""
+        return {c for b in self._blocks for c in b.rows}
+
+    def _removable(self, chunk_ids):
+        """``chunk_ids`` as a list, once no round is pending and each is held."""
+        self._check_no_pending("remove chunks")
+        chunk_ids = list(dict.fromkeys(chunk_ids))    # each once, in order
+        missing = sorted(set(chunk_ids) - self._held())
+        if missing:
+            raise KeyError(f"chunks {missing} are not held")
+        return chunk_ids
+
+    def _check_no_pending(self, what):
+        if self.pending is not None:
+            raise RuntimeError(f"cannot {what} while round {self.pending[0]} is pending")
+
+    def _pack(self):
+        if self._unpacked or self._blocks or self._packed is None:
+            self._repack()
+        return self._packed
+
+    def _drop(self, chunk_ids):
+        """Forget chunks; the rows left are packed afresh when any were packed."""
+        chunk_ids = set(chunk_ids)
+        for c in chunk_ids:
+            self._unpacked.pop(c, None)
+        in_blocks = self._block_chunk_ids()
+        if any(c in self._rows or c in in_blocks for c in chunk_ids):
+            self._repack(drop=chunk_ids)
+
+    def _repack(self, drop=()):
+        """Pack every chunk held (but those in ``drop``) into one shuffled matrix.
+
+        The rows are gathered once from where they are: the packed matrix for
+        the chunks packed before, the blocks and the arrays :meth:`add_rows`
+        and :meth:`add_chunk` stored for the others.  (Taking the packed
+        chunks out first, then stacking and then shuffling, copied the rows
+        three times.)
+        """
+        self._work.clear()
+        ids = [c for c in self.chunk_ids if c not in drop]
+        if not ids:
+            self._packed, self._rows, self._unpacked, self._blocks = \
+                _empty_packing(self.n_targets), {}, {}, []
+            self._indices, self._unit = None, False
+            return
+        # the sources, stacked: the packed matrix, the blocks, then the chunks
+        # added one by one; ``index`` lists, chunk by chunk in id order, the
+        # rows of that stack that hold the chunk's rows
+        sources, starts = [], {}
+        offset = 0
+        if any(c in self._rows for c in ids):
+            sources.append(self._packed)
+            offset = self._packed[0].shape[0]
+        for block in self._blocks:
+            if all(c in drop for c in block.rows):
+                continue    # given away before it was packed: not a source
+            for c, r in block.rows.items():
+                starts[c] = r + offset
+            sources.append(block)
+            offset += block.X.shape[0]
+        for c in ids:
+            if c in self._unpacked:
+                size = self._unpacked[c][0].shape[0]
+                starts[c] = np.arange(offset, offset + size)
+                sources.append(self._unpacked[c])
+                offset += size
+        index = [starts[c] if c in starts else self._rows[c] for c in ids]
+        sizes = [r.shape[0] for r in index]
+        n = sum(sizes)
+        X = _stack_rows([src[0] for src in sources])
+
+        def stacked(k):
+            parts = [src[k] for src in sources]
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+        Y, sw, alpha = stacked(1), stacked(2), stacked(3)
+        if all(c in self._unpacked and c in self._shuffled for c in ids):
+            # only chunks whose rows came in a random order: packed as they
+            # are stacked (in id order), in writable arrays (a message's
+            # buffers may be read-only, for which numba would compile its
+            # kernels anew), the dual state always the solver's own
+            self._packed = (_own_rows(X), _own(Y, len(ids) == 1),
+                            _own(sw, len(ids) == 1), _own(alpha, len(ids) == 1))
+            where = np.arange(n)
+        else:
+            rng = np.random.default_rng([self.seed, *ids[:8], n])
+            perm = rng.permutation(n)           # packed row p holds original row perm[p]
+            where = np.empty(n, dtype=np.int64)  # original row r sits at where[r]
+            where[perm] = np.arange(n)
+            take = np.concatenate(index)[perm]   # packed row p: row take[p] of the stack
+            self._packed = (_gather_rows(X, take), np.ascontiguousarray(Y[take]),
+                            np.ascontiguousarray(sw[take]),
+                            np.ascontiguousarray(alpha[take]))
+        self._indices = narrow_indices(self._packed[0])
+        self._unit = unit_values(self._packed[0])
+        self._rows = {}
+        start = 0
+        for c, size in zip(ids, sizes):
+            self._rows[c] = where[start:start + size]
+            start += size
+        self._unpacked, self._blocks, self._shuffled = {}, [], set()
 
