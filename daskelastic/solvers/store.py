@@ -315,10 +315,7 @@ class ChunkStore:
         Returns
         -------
         tuple
-            ``(X, Y, sample_weight, alpha)`` of the chunk's rows in their
-            original order, with the committed ``α``.  As with :meth:`get_chunk`,
-            the arrays :meth:`add_chunk` stored for a chunk it added since the
-            last round, copies otherwise.
+            ``(X, Y, sample_weight, alpha)``, as :meth:`get_chunk` returns them.
         """
         self._check_no_pending("remove a chunk")
         if chunk_id in self._unpacked:
