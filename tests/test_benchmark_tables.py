@@ -79,9 +79,14 @@ def _directives(page):
     return found
 
 
-@pytest.mark.parametrize("name, options", _directives(ROOT / "docs" / "benchmarks.rst"),
-                         ids=lambda v: v if isinstance(v, str) else "")
-def test_every_table_of_the_benchmarks_page_is_in_its_result_file(name, options):
+PAGES_WITH_RESULT_TABLES = ["benchmarks.rst", "simulation.rst", "algorithms.rst"]
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [d for page in PAGES_WITH_RESULT_TABLES for d in _directives(ROOT / "docs" / page)],
+    ids=lambda v: v if isinstance(v, str) else "")
+def test_every_results_table_of_the_docs_is_in_its_result_file(name, options):
     tables = tables_of(name)
     picked = [tables[int(k) - 1] for k in options.get("table", "1").split(",")]
     columns = [c.strip() for c in options.get("columns", "").split(",") if c.strip()]
