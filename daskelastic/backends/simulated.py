@@ -31,8 +31,10 @@ Cluster events (:class:`ClusterEvent`) happen at virtual times:
 
 - ``"join"``: a worker arrives and is billed from then on; with
   ``ClusterModel.rebalance_on_join`` the fit sees it and, after the next
-  round, the elastic controller gives it chunks, with their ``α`` (up to the
-  fit's target number of workers, when it has one; see below).
+  round, the elastic controller gives it chunks, with their ``α``, when
+  moving them shortens the predicted round, as on Dask (up to the fit's
+  target number of workers, when it has one; see below).  A fit with one
+  chunk per worker has none to give: the joiner idles.
 - ``"leave"``: a worker announces its departure; it finishes its round,
   then the controller moves its chunks, with their ``α``, to the remaining
   workers (``w`` is unchanged) and lets it go (its state becomes ``"left"``).
@@ -181,9 +183,10 @@ class ClusterModel:
         coordinate steps (the real solver's ``STOP_CHECK_EVERY``); a smaller
         value asks "what if the solvers checked more often".
     rebalance_on_join : bool
-        Offer a joining worker to the fit: the elastic controller gives it
-        chunks (with their ``α``) after the next round, up to the fit's
-        target number of workers; otherwise it idles (and is billed).
+        Offer a joining worker to the fit: after the next round the elastic
+        controller gives it chunks (with their ``α``) when that shortens the
+        predicted round, up to the fit's target number of workers; otherwise
+        it idles (and is billed).
     seed : int
         Seed of the speeds drawn from ``speed_spread``.
 
