@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression as SkLogisticRegression
 from sklearn.model_selection import cross_val_score
 
 import daskelastic as de
-from daskelastic import estimators
+from daskelastic.estimators import _classifiers
 
 from cluster_checks import fit_leftovers
 
@@ -240,7 +240,7 @@ def test_dask_labels_give_the_classes_and_class_weights_of_labels_in_memory(
         y = np.array(["low", "mid", "high"], dtype=object)[rng.integers(0, 3, len(y))]
     w = rng.uniform(0.2, 3.0, size=len(y)) if weighted else None
     # "balanced" counts the sample weights where scikit-learn does (1.9 on)
-    monkeypatch.setattr(estimators, "_BALANCED_COUNTS_WEIGHTS", counts_weights)
+    monkeypatch.setattr(_classifiers, "_BALANCED_COUNTS_WEIGHTS", counts_weights)
     clf = de.LogisticRegression(class_weight="balanced")
     ref = clf._make_encoder(y, np.ones(len(y)) if w is None else w)
     got = clf._make_encoder_dask(_chunked(y, 333), None if w is None else _chunked(w, 333))

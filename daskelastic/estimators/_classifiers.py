@@ -1,0 +1,458 @@
+"""LogisticRegression and LinearSVC: labels, class weights and probabilities."""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sklearn.base import ClassifierMixin
+from sklearn.utils._param_validation import (  # no public names exist
+    Interval,
+    StrOptions,
+)
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+
+from ..targets import TargetEncoder, not_finite
+from ._base import _CoCoABase, _validated_fit
+from ._docs import (
+    _ATTRS_DOC,
+    _CLASS_WEIGHT_DOC,
+    _COMMON_HEAD,
+    _COMMON_TAIL,
+    _INTERCEPT_DOC,
+    _PENALTY_DOC,
+)
+from ._input import (
+    _block_labels_and_weights,
+    _check_class_weights,
+    _check_weights,
+    _distinct_labels,
+    _is_dask_collection,
+    _no_weight_left,
+)
+
+if TYPE_CHECKING:
+    from .._typing import ArrayResult, MatrixLike, Self, VectorLike
+
+
+#: Whether scikit-learn's "balanced" class weights count ``sample_weight``
+#: (scikit-learn 1.9 passes it from its liblinear fits); daskelastic does as
+#: the installed scikit-learn does, to solve the same problem.
+_BALANCED_COUNTS_WEIGHTS = "sample_weight" in inspect.signature(
+    compute_class_weight).parameters
+
+
+class _ClassifierBase(ClassifierMixin, _CoCoABase):
+    _parameter_constraints = {
+        **_CoCoABase._parameter_constraints,
+        "C": [Interval(numbers.Real, 0, None, closed="neither")],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "penalty": [StrOptions({"l1", "l2", "elasticnet"})],
+        "l1_ratio": [None, Interval(numbers.Real, 0, 1, closed="both")],
+    }
+
+    def _is_classifier(self):
+        return True
+
+    def _l1_ratio(self):
+        if self.penalty == "l1":
+            return 1.0
+        if self.penalty == "elasticnet":
+            if self.l1_ratio is None:
+                raise ValueError("penalty='elasticnet' needs l1_ratio, a number in [0, 1]")
+            return float(self.l1_ratio)
+        if self.l1_ratio:
+            # scikit-learn ≥ 1.8 chooses the penalty by l1_ratio alone: refuse to
+            # ignore it silently
+            raise ValueError(f"l1_ratio={self.l1_ratio} is used with penalty='elasticnet' "
+                             f"only; pass penalty='elasticnet' (penalty is "
+                             f"{self.penalty!r})")
+        return 0.0
+
+    def decision_function(self, X: MatrixLike) -> ArrayResult:
+        """Signed distance of each sample to the decision boundary.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array
+            Shape (n,) for two classes, (n, n_classes) otherwise; lazy for
+            dask input.
+        """
+        return self._decision(X)
+
+    def _make_encoder(self, y, sample_weight):
+        classes = _distinct_labels(y)
+        check_classification_targets(classes)   # the labels' kinds, as the dask path
+        if classes.shape[0] < 2:
+            raise ValueError(
+                "This solver needs samples of at least 2 classes in the data, "
+                f"but the data contains only one class: {classes[0]!r}")
+        cw = None
+        if self.class_weight is not None:
+            # "balanced" counts the sample weights where scikit-learn does
+            kw = {"sample_weight": sample_weight} if _BALANCED_COUNTS_WEIGHTS else {}
+            with np.errstate(divide="ignore", invalid="ignore"):   # checked below
+                cw = compute_class_weight(self.class_weight, classes=classes, y=y, **kw)
+            _check_class_weights(cw, classes, self.class_weight == "balanced")
+            if not np.sum(sample_weight * cw[np.searchsorted(classes, y)]) > 0:
+                raise _no_weight_left()
+        m = 1 if classes.shape[0] == 2 else classes.shape[0]
+        return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
+
+    def _make_encoder_dask(self, y, sample_weight, client=None):
+        import dask
+
+        if y.ndim != 1:
+            raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} "
+                             "instead.")
+        # one task per row block for its labels, the rows and weight of each
+        # and its weights' least value, gathered at once: one round trip,
+        # where da.unique, min and sum are a graph of maps and reductions each
+        # (and "balanced" class weights one more reduction per class)
+        y_blocks = y.to_delayed().ravel()
+        sw_blocks = ([None] * len(y_blocks) if sample_weight is None
+                     else sample_weight.to_delayed().ravel())
+        parts = dask.compute(*[dask.delayed(_block_labels_and_weights, pure=False)(yb, swb)
+                               for yb, swb in zip(y_blocks, sw_blocks)], scheduler=client)
+        classes = np.unique(np.concatenate([p[0] for p in parts]))
+        if classes.dtype.kind == "f" and np.isnan(classes).any():
+            raise ValueError("Input y contains NaN.")
+        check_classification_targets(classes)   # e.g. continuous values
+        # each class's rows and total sample weight
+        counts = np.zeros(classes.shape[0])
+        sums = None if sample_weight is None else np.zeros(classes.shape[0])
+        for labels, n, total, _, _ in parts:
+            where = np.searchsorted(classes, labels)
+            counts[where] += n
+            if sums is not None:
+                sums[where] += total
+        if sums is not None:
+            if not all(p[4] for p in parts):
+                # the load tasks' error, before any block loads (the class
+                # weights' checks below would misread the NaN sums)
+                raise not_finite("sample_weight")
+            _check_weights(min(p[3] for p in parts), sums.sum())
+        if classes.shape[0] < 2:
+            raise ValueError(
+                "This solver needs samples of at least 2 classes in the data, "
+                f"but the data contains only one class: {classes[0]!r}")
+        cw = None
+        if self.class_weight == "balanced":
+            per_class = sums if sums is not None and _BALANCED_COUNTS_WEIGHTS else counts
+            with np.errstate(divide="ignore", invalid="ignore"):   # checked below
+                cw = per_class.sum() / (len(classes) * per_class)
+            _check_class_weights(cw, classes, True)
+        elif self.class_weight is not None:
+            # scikit-learn's checks of the dictionary's classes
+            cw = compute_class_weight(self.class_weight, classes=classes, y=classes)
+            _check_class_weights(cw, classes, False)
+        if cw is not None and not np.sum(cw * (counts if sums is None else sums)) > 0:
+            raise _no_weight_left()
+        m = 1 if classes.shape[0] == 2 else classes.shape[0]
+        return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
+
+    def _set_fitted(self, result, encoder, problem, dtype):
+        # float64 whatever ``dtype`` (X's), as liblinear's coefficients
+        self.classes_ = encoder.classes
+        d = problem.n_features
+        w = result.w
+        self.coef_ = np.ascontiguousarray(w[:d].T)
+        # 0.0 without an intercept, as scikit-learn's LinearSVC and liblinear give
+        self.intercept_ = problem.intercept_scaling * w[d] if self.fit_intercept else 0.0
+        self.n_iter_ = np.array([result.n_iter])
+        self.history_ = result.history
+        self.duality_gap_ = result.objective.relative_gap
+
+    def predict(self, X: MatrixLike) -> ArrayResult:
+        """Predict class labels.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n,)
+            Predicted class labels.
+        """
+        scores = self.decision_function(X)
+        if _is_dask_collection(scores):
+            return scores.map_blocks(_scores_to_labels, self.classes_,
+                                     dtype=self.classes_.dtype,
+                                     **({"drop_axis": 1} if scores.ndim == 2 else {}))
+        return _scores_to_labels(scores, self.classes_)
+
+
+def _scores_to_labels(scores, classes):
+    if scores.ndim == 1:
+        return classes[(scores > 0).astype(int)]
+    return classes[np.argmax(scores, axis=1)]
+
+
+class LogisticRegression(_ClassifierBase):
+    __doc__ = f"""Regularised logistic regression trained with distributed CoCoA+.
+
+    Minimises ``C Σ c_i log(1 + exp(-y_i (x_i·w + b))) + ½‖w‖²``, by default
+    with ``b`` penalised too (liblinear's problem; scikit-learn's lbfgs leaves
+    it free, as ``penalize_intercept=False`` does), or with an L1 or
+    elastic-net penalty (``penalty``, ``l1_ratio``), with an SDCA local solver
+    per worker, on a Dask cluster or in-process.  With three or more classes
+    the loss is the multinomial (softmax) one, ``C Σ c_i (log Σ_k exp(z_ik) −
+    z_iy_i) + ½‖W‖²``, as scikit-learn's default; one-vs-rest is
+    ``sklearn.multiclass.OneVsRestClassifier(LogisticRegression())``.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularisation strength, as in scikit-learn.\
+{_PENALTY_DOC}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Coefficients, float64 also for float32 ``X`` (and so are
+        ``decision_function`` and ``predict_proba``), as scikit-learn's
+        ``solver="liblinear"``, whose problem this is, gives; its other
+        solvers, the default ``"lbfgs"`` among them, give float32.
+    intercept_ : ndarray of shape (1,) or (n_classes,), or float
+        Intercepts, float64; ``0.0`` without ``fit_intercept``, as in
+        scikit-learn.
+{_ATTRS_DOC}
+    See Also
+    --------
+    LinearSVC : Hinge and squared-hinge losses.
+    sklearn.linear_model.LogisticRegression : The single-machine estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic import LogisticRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3))
+    >>> y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    >>> clf = LogisticRegression(C=1.0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    >>> bool(clf.duality_gap_ <= 1e-4)
+    True
+    """
+
+    _loss = "logistic"
+
+    def _loss_name(self, n_targets=1):
+        # three or more classes: the multinomial (softmax) loss, as scikit-learn's
+        return "logistic" if n_targets == 1 else "softmax"
+
+    def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, tol=1e-4, max_iter=200,
+                 fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
+                 class_weight=None, random_state=None,
+                 verbose=0, warm_start=False, client=None, backend="auto",
+                 n_workers=None, chunks_per_worker=None, local_steps=None, gamma=1.0,
+                 sigma=None, acceleration="auto", straggler_policy="preempt",
+                 scaling_policy=None):
+        self.C = C
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.penalize_intercept = penalize_intercept
+        self.class_weight = class_weight
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.client = client
+        self.backend = backend
+        self.n_workers = n_workers
+        self.chunks_per_worker = chunks_per_worker
+        self.local_steps = local_steps
+        self.gamma = gamma
+        self.sigma = sigma
+        self.acceleration = acceleration
+        self.straggler_policy = straggler_policy
+        self.scaling_policy = scaling_policy
+
+    @_validated_fit
+    def fit(self, X: MatrixLike, y: VectorLike,
+            sample_weight: VectorLike | None = None) -> Self:
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+            Training data.
+        y : array-like or dask array of shape (n,)
+            Class labels.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights of the samples.
+
+        Returns
+        -------
+        self : LogisticRegression
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
+
+    def predict_proba(self, X: MatrixLike) -> ArrayResult:
+        """Probability of each class.
+
+        With three or more classes, the softmax of the scores.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n, n_classes)
+            Probabilities, in the order of ``classes_``.
+        """
+        scores = self.decision_function(X)
+        if _is_dask_collection(scores):
+            k = len(self.classes_)
+            kw = {"new_axis": 1} if scores.ndim == 1 else {}
+            return scores.map_blocks(_scores_to_proba, dtype=np.float64,
+                                     chunks=(scores.chunks[0], (k,)), **kw)
+        return _scores_to_proba(scores)
+
+    def predict_log_proba(self, X: MatrixLike) -> ArrayResult:
+        """Logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n, d)
+
+        Returns
+        -------
+        ndarray of shape (n, n_classes)
+            Log-probabilities, in the order of ``classes_``.
+        """
+        return np.log(self.predict_proba(X))
+
+
+def _scores_to_proba(scores):
+    from scipy.special import expit, softmax
+
+    if scores.ndim == 1:
+        p = expit(scores)
+        return np.column_stack([1.0 - p, p])
+    return softmax(scores, axis=1)
+
+
+class LinearSVC(_ClassifierBase):
+    __doc__ = f"""Linear support vector classifier trained with distributed CoCoA+.
+
+    Minimises ``C Σ c_i ℓ(y_i x_i·w) + ½‖w‖²`` with the hinge or squared hinge
+    loss (liblinear's dual problem; one-vs-rest for more than two classes),
+    or, for the squared hinge, with an L1 or elastic-net penalty
+    (``penalty``, ``l1_ratio``).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularisation strength, as in scikit-learn.
+    loss : {{"squared_hinge", "hinge"}}, default="squared_hinge"
+        The loss function.\
+{_PENALTY_DOC}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Coefficients, float64 also for float32 ``X`` (and so is
+        ``decision_function``), as scikit-learn's LinearSVC gives.
+    intercept_ : ndarray of shape (1,) or (n_classes,), or float
+        Intercepts, float64; ``0.0`` without ``fit_intercept``, as in
+        scikit-learn.
+{_ATTRS_DOC}
+    See Also
+    --------
+    LogisticRegression : Probabilistic classifier.
+    sklearn.svm.LinearSVC : The single-machine estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskelastic import LinearSVC
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3))
+    >>> y = np.where(X[:, 0] - X[:, 2] > 0, "yes", "no")
+    >>> LinearSVC(C=0.5).fit(X, y).score(X, y) > 0.9
+    True
+    """
+
+    _parameter_constraints = {
+        **_ClassifierBase._parameter_constraints,
+        "loss": [StrOptions({"hinge", "squared_hinge"})],
+    }
+
+    def __init__(self, C=1.0, *, loss="squared_hinge", penalty="l2", l1_ratio=None,
+                 tol=1e-4, max_iter=200,
+                 fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
+                 class_weight=None, random_state=None, verbose=0, warm_start=False, client=None,
+                 backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
+                 gamma=1.0, sigma=None, acceleration="auto", straggler_policy="preempt",
+                 scaling_policy=None):
+        self.C = C
+        self.loss = loss
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.penalize_intercept = penalize_intercept
+        self.class_weight = class_weight
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.client = client
+        self.backend = backend
+        self.n_workers = n_workers
+        self.chunks_per_worker = chunks_per_worker
+        self.local_steps = local_steps
+        self.gamma = gamma
+        self.sigma = sigma
+        self.acceleration = acceleration
+        self.straggler_policy = straggler_policy
+        self.scaling_policy = scaling_policy
+
+    def _loss_name(self, n_targets=1):
+        return self.loss
+
+    def _l1_ratio(self):
+        rho = super()._l1_ratio()
+        if rho and self.loss == "hinge":
+            # as scikit-learn's LinearSVC; the hinge has no free intercept either
+            raise ValueError("an L1 penalty needs loss='squared_hinge', not 'hinge'")
+        return rho
+
+    @_validated_fit
+    def fit(self, X: MatrixLike, y: VectorLike,
+            sample_weight: VectorLike | None = None) -> Self:
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+            Training data.
+        y : array-like or dask array of shape (n,)
+            Class labels.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights of the samples.
+
+        Returns
+        -------
+        self : LinearSVC
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
