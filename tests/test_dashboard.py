@@ -9,6 +9,7 @@ for the live updates and the pixels.
 import _thread
 import logging
 import os
+import signal
 import threading
 import time
 import urllib.request
@@ -141,6 +142,19 @@ def _grew_while_running(samples, fit):
     return counts
 
 
+@pytest.fixture
+def interruptible():
+    """SIGINT raises ``KeyboardInterrupt`` in the main thread, as in a terminal.
+
+    A test runner started in the background of a non-interactive shell
+    inherits SIGINT ignored, and ``_thread.interrupt_main`` then does nothing
+    (https://docs.python.org/3/library/_thread.html#thread.interrupt_main).
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _fit_while_watched(client, X, y, watch_page):
     """Run a long fit here while ``watch_page(running)`` runs in a thread.
 
@@ -189,7 +203,7 @@ def _three_counts(samples):
     return len({n for f, n in samples if f == shown and n > 0}) >= 3
 
 
-def test_open_page_updates_while_a_fit_runs(flights, client, cluster):
+def test_open_page_updates_while_a_fit_runs(flights, client, cluster, interruptible):
     """The page shows the running fit's round count grow.
 
     The fit runs until the page has shown three different counts (then it is
@@ -214,7 +228,7 @@ def test_open_page_updates_while_a_fit_runs(flights, client, cluster):
 
 
 @pytest.mark.skipif(chromium_missing() is not None, reason=str(chromium_missing()))
-def test_page_in_chromium_updates_while_a_fit_runs(flights, client):
+def test_page_in_chromium_updates_while_a_fit_runs(flights, client, interruptible):
     """A page open in Chromium shows the running fit's round count grow.
 
     The fit runs until the page has shown three different counts (then it is
@@ -254,7 +268,7 @@ def _on_round(client, n, action):
     return fired
 
 
-def test_page_survives_an_interrupted_fit(flights, client, cluster):
+def test_page_survives_an_interrupted_fit(flights, client, cluster, interruptible):
     X, y = flights
     fired = _on_round(client, 3, _thread.interrupt_main)
     try:

@@ -652,8 +652,8 @@ def test_a_slowed_round_ends_with_the_slice_the_stop_flag_cut_short():
     assert done == 100 + 100 + 50
 
 
-def test_a_round_reports_its_solver_threads_cpu_time():
-    """CPU seconds of the solver's thread: what a worker's share of a core is measured by."""
+def _timed_round():
+    """A solver of 20,000 logistic rows, its round's arguments and one discarded round."""
     X, Y, sw = _problem("logistic", n=20_000, d=20)
     solver = ChunkSolver(loss_code("logistic"), 1, 1.0)
     solver.add_chunk(0, X, Y, sw)
@@ -661,6 +661,12 @@ def test_a_round_reports_its_solver_threads_cpu_time():
     common = dict(inv_lam_n=1.0 / 20_000, sigma=1.0)
     result = solver.solve(w, round_id=0, **common)
     solver.discard(0)
+    return solver, w, common, result
+
+
+def test_a_round_reports_its_solver_threads_cpu_time():
+    """CPU seconds of the solver's thread: what a worker's share of a core is measured by."""
+    result = _timed_round()[3]
     assert 0.0 < result.cpu_seconds <= result.seconds + 1e-3
 
 
@@ -672,13 +678,7 @@ def test_a_slowed_rounds_stall_is_cpu_time():
     threshold (a busy machine takes the core away now and then), hence the
     slow tier.
     """
-    X, Y, sw = _problem("logistic", n=20_000, d=20)
-    solver = ChunkSolver(loss_code("logistic"), 1, 1.0)
-    solver.add_chunk(0, X, Y, sw)
-    w = np.zeros((21, 1))
-    common = dict(inv_lam_n=1.0 / 20_000, sigma=1.0)
-    result = solver.solve(w, round_id=0, **common)
-    solver.discard(0)
+    solver, w, common, result = _timed_round()
     solver._step_seconds.extend([result.seconds / 20_000] * 16)
     slowed = solver.solve(w, round_id=1, slowdown=3.0, **common)
     solver.discard(1)
