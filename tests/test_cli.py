@@ -25,6 +25,24 @@ def _run(*args, cwd, timeout=300):
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def _run_here(*args, cwd, monkeypatch, capsys):
+    """``python -m daskelastic *args`` as :func:`daskelastic.cli.main` in this process.
+
+    For the error paths, which exit before any fit: a process each would spend
+    seconds importing.  The exit status is ``main``'s return or ``SystemExit``'s code.
+    """
+    from daskelastic.cli import main
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, flights_small, diamonds_small):
     """Real tables as files: Fertility (CSV), diamonds (Parquet, standardised, and
@@ -114,8 +132,10 @@ def test_fit_svmlight_on_a_local_cluster(files):
 ], ids=["missing file", "broken parquet", "unknown target", "no rows", "negative C",
         "workers and scheduler", "unknown model", "unknown extension", "svmlight target",
         "unknown straggler policy", "NaN tol", "missing history folder"])
-def test_bad_options_and_unreadable_files_exit_2_with_a_message(files, args, message):
-    out = _run("fit", *args, "--quiet", cwd=files, timeout=120)
+def test_bad_options_and_unreadable_files_exit_2_with_a_message(files, args, message,
+                                                               monkeypatch, capsys):
+    out = _run_here("fit", *args, "--quiet", cwd=files, monkeypatch=monkeypatch,
+                    capsys=capsys)
     assert out.returncode == 2, (out.stdout, out.stderr)
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("python -m daskelastic fit: error: ") and message in last, last
@@ -237,7 +257,7 @@ def old_table_model(files, encoded_model):
 ], ids=["not a model", "missing data", "missing column", "output format", "infinite value",
         "no rows", "no encoding", "model of an older fit", "table model on svmlight"])
 def test_predict_bad_input_exits_2_with_a_message(files, encoded_model, old_table_model, args,
-                                                  message):
+                                                  message, monkeypatch, capsys):
     from sklearn.datasets import dump_svmlight_file
 
     fertility = pd.read_csv(files / "fertility.csv")
@@ -247,7 +267,7 @@ def test_predict_bad_input_exits_2_with_a_message(files, encoded_model, old_tabl
     fertility.head(0).to_csv(files / "header_only.csv", index=False)
     if not (files / "svm_only.joblib").exists():   # a bare estimator: no encoding
         joblib.dump(encoded_model[-1], files / "svm_only.joblib")
-    out = _run("predict", *args, cwd=files, timeout=120)
+    out = _run_here("predict", *args, cwd=files, monkeypatch=monkeypatch, capsys=capsys)
     assert out.returncode == 2, (out.stdout, out.stderr)
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("python -m daskelastic predict: error: ") and message in last, last
