@@ -171,8 +171,8 @@ class _Elasticity:
             self.placement.pop(w, None)
         self.released.extend(w for w in workers if w not in self.released)
         if retire:
-            # in the background: the scheduler's retirement takes 0.1-0.2 s
-            # that the next rounds (on other workers) need not wait for
+            # in the background: retirement waits for the scheduler to close
+            # the workers, which the next rounds (on other workers) need not do
             if self._retire_pool is None:
                 self._retire_pool = ThreadPoolExecutor(1, thread_name_prefix="daskelastic-retire")
             self._retiring.append((workers, self._retire_pool.submit(
