@@ -438,6 +438,12 @@ class _CoCoABase(BaseEstimator):
                              shuffle=self._seed())
         return SimulatedBackend(problem, chunks, model)
 
+    def _set_run(self, result):
+        """The attributes every estimator keeps of its run: rounds, history, certified gap."""
+        self.n_iter_ = np.array([result.n_iter])
+        self.history_ = result.history
+        self.duality_gap_ = result.objective.relative_gap
+
     def _seed(self):
         rs = self.random_state
         if rs is None:

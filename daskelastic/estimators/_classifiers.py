@@ -166,9 +166,7 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         self.coef_ = np.ascontiguousarray(w[:d].T)
         # 0.0 without an intercept, as scikit-learn's LinearSVC and liblinear give
         self.intercept_ = problem.intercept_scaling * w[d] if self.fit_intercept else 0.0
-        self.n_iter_ = np.array([result.n_iter])
-        self.history_ = result.history
-        self.duality_gap_ = result.objective.relative_gap
+        self._set_run(result)
 
     def predict(self, X: MatrixLike) -> ArrayResult:
         """Predict class labels.

@@ -102,9 +102,7 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
             intercept = intercept[0]
         self.coef_ = coef
         self.intercept_ = intercept
-        self.n_iter_ = np.array([result.n_iter])
-        self.history_ = result.history
-        self.duality_gap_ = result.objective.relative_gap
+        self._set_run(result)
 
     def predict(self, X: MatrixLike) -> ArrayResult:
         """Predict targets.
@@ -607,9 +605,7 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
         self.coef_ = np.ascontiguousarray(w[:d, 0], dtype=np.float64)
         self.intercept_ = float(problem.intercept_scaling * w[d, 0]) \
             if self.fit_intercept else 0.0
-        self.n_iter_ = np.array([result.n_iter])
-        self.history_ = result.history
-        self.duality_gap_ = result.objective.relative_gap
+        self._set_run(result)
 
     @_validated_fit
     def fit(self, X: MatrixLike, y: VectorLike,
