@@ -1,5 +1,8 @@
 """daskelastic: elastic, straggler-resilient training of linear models on Dask."""
 
+# first: numba picks a kernel's cache folder when the kernel is defined, and
+# this import sets daskelastic's (daskelastic/_kernel_cache.py)
+from . import _kernel_cache  # noqa: F401, I001
 from . import config  # noqa: F401  (registers the dask.config defaults)
 from .estimators import (
     ElasticNet,
