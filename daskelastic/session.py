@@ -4,11 +4,18 @@ With ``backend="auto"`` (the default) a fit uses the client passed in, else
 the current Dask client; with neither, a small input (fewer stored values than
 ``daskelastic.embedded-threshold``) is fitted in this process and a larger one
 on a :class:`~distributed.LocalCluster` started for the fit and closed after.
+Such a cluster's worker processes run the main script again, so it is not
+started from a script's top-level code outside ``if __name__ == "__main__":``
+(a ``RuntimeError`` says so, instead of multiprocessing's errors from each
+worker).
 """
 
+import ast
 import contextlib
 import logging
+import multiprocessing
 import os
+import sys
 
 from . import config
 
@@ -102,6 +109,87 @@ def _machine_workers():
         return max(1, os.cpu_count() or 1)
 
 
+_MAIN_GUARD_MESSAGE = (
+    "this fit starts a LocalCluster, and its worker processes (multiprocessing's "
+    "{method!r} start method) run the main script {script} again before they start, "
+    "which would fit again: put the script's top-level code under "
+    "'if __name__ == \"__main__\":' (Python's docs: multiprocessing, \"Safe importing "
+    "of the main module\"), or pass client= a Client of a cluster you start there")
+
+
+def _guards_main(test):
+    """Whether an ``if`` test reads ``__name__ == "__main__"``."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and len(node.comparators) == 1 \
+                and isinstance(node.ops[0], ast.Eq):
+            sides = [node.left, node.comparators[0]]
+            if any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and \
+                    any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides):
+                return True
+    return False
+
+
+def _unguarded_main_line():
+    """The line of the main script's top-level code running now outside a main guard, or None.
+
+    Worker processes started with the ``spawn`` or ``forkserver`` method run
+    the main script again before they start (Python's docs, multiprocessing,
+    *Safe importing of the main module*): top-level code that starts a
+    cluster outside ``if __name__ == "__main__":`` would start one in each of
+    them, which multiprocessing refuses in ~30 lines per worker.  None when
+    the main module has no source file (an interactive session, ``python -c``,
+    a notebook), is not running its top-level code now, or runs it inside a
+    guard.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path:
+        return None
+    frame = sys._getframe(1)
+    line = None
+    while frame is not None:
+        if frame.f_globals is main.__dict__ and frame.f_code.co_name == "<module>":
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _guards_main(node.test) \
+                and node.lineno <= line <= (node.end_lineno or node.lineno):
+            return None
+    return line
+
+
+def _check_main_guard():
+    """Raise the error that names the fix when starting worker processes here cannot work.
+
+    Two cases: this is a worker process running the main script again
+    (multiprocessing's bootstrapping, which an unguarded script reaches
+    before the check below can see it), or the main script's top-level code
+    outside a main guard is about to start worker processes that would.
+
+    Raises
+    ------
+    RuntimeError
+        Naming ``if __name__ == "__main__":``.
+    """
+    import dask
+
+    method = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
+    script = getattr(sys.modules.get("__main__"), "__file__", None) or "(__main__)"
+    # multiprocessing sets _inheriting while a child runs the parent's main
+    # module (multiprocessing/spawn.py; its own check reads the same flag)
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(_MAIN_GUARD_MESSAGE.format(method=method, script=script))
+    if method in ("spawn", "forkserver") and _unguarded_main_line() is not None:
+        raise RuntimeError(_MAIN_GUARD_MESSAGE.format(method=method, script=script))
+
+
 #: The values of ``backend`` (the estimators' parameter of that name).
 BACKENDS = ("auto", "dask", "inprocess", "simulated")
 
@@ -166,6 +254,11 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
     ValueError
         On an unknown ``backend``; with ``backend="inprocess"`` and
         ``dask_input``: dask collections need a Dask backend.
+    RuntimeError
+        When a cluster would be started from a main script's top-level code
+        outside ``if __name__ == "__main__":`` (its worker processes would run
+        the script again; the message says so), with dask's default
+        ``distributed.worker.multiprocessing-method``, ``spawn``.
 
     Examples
     --------
@@ -210,6 +303,7 @@ def fit_session(*, client=None, backend="auto", n_values=0, n_workers=None,
     if backend == "auto" and small and not dask_input and not elastic:
         yield "inprocess", None
         return
+    _check_main_guard()
     from distributed import Client, LocalCluster
 
     n = n_workers or _machine_workers()

@@ -1,16 +1,20 @@
-"""The first run: where the kernels are cached, and the notice while they compile.
+"""The first run: where the kernels are cached, the notice while they compile, a missing main guard.
 
 Each test runs a fresh interpreter (numba picks a kernel's cache folder when
 the kernel is defined, at import), with its own user cache directory.
 """
 
+import multiprocessing
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import daskelastic
+from daskelastic import session
 
 PACKAGE_DIR = Path(daskelastic.__file__).resolve().parent
 NOTICE = "daskelastic: compiling its numba kernels"
@@ -59,7 +63,8 @@ def test_an_explicit_numba_cache_dir_wins(tmp_path):
 def test_a_spawned_process_finds_the_same_cache_folder(tmp_path):
     # a Dask worker started by a nanny is such a process
     code = """
-        from daskelastic._kernel_cache import kernel_cache_dir
+    import multiprocessing
+    from daskelastic._kernel_cache import kernel_cache_dir
 
     if __name__ == "__main__":
         with multiprocessing.get_context("spawn").Pool(1) as pool:
@@ -80,3 +85,55 @@ def test_one_notice_line_while_kernels_compile_and_none_once_cached(tmp_path):
     second = run_python(code, tmp_path)
     assert second.returncode == 0, second.stderr
     assert NOTICE not in second.stderr
+
+
+UNGUARDED = """
+import dask.array as da
+import numpy as np
+from daskelastic import LogisticRegression
+
+X = da.from_array(np.random.default_rng(0).normal(size=(100, 3)), chunks=50)
+y = da.from_array(np.tile([0, 1], 50), chunks=50)
+LogisticRegression().fit(X, y)
+"""
+
+
+def test_a_script_without_a_main_guard_gets_one_error_naming_the_fix(tmp_path):
+    out = run_python(UNGUARDED, tmp_path, timeout=60)
+    assert out.returncode == 1
+    assert "RuntimeError" in out.stderr
+    assert 'if __name__ == "__main__":' in out.stderr
+    assert "Nanny failed" not in out.stderr and "bootstrapping" not in out.stderr
+    assert out.stderr.count("Traceback") == 1   # the fit's own, no worker's
+
+
+def test_the_main_guard_check_passes_inside_a_guard_and_fails_outside(tmp_path):
+    code = """
+    from daskelastic.session import _check_main_guard
+
+    def fit():
+        _check_main_guard()
+
+    if __name__ == "__main__":
+        fit()
+        print("guarded: ok")
+    fit()
+    """
+    out = run_python(code, tmp_path, timeout=60)
+    assert "guarded: ok" in out.stdout
+    assert out.returncode == 1
+    assert 'if __name__ == "__main__":' in out.stderr
+
+
+def test_a_worker_process_running_the_main_script_again_gets_the_same_error(monkeypatch):
+    # what multiprocessing's spawn sets while a child runs the parent's main module
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(RuntimeError, match='if __name__ == "__main__":'):
+        session._check_main_guard()
+
+
+def test_no_main_guard_error_for_an_interactive_main(monkeypatch):
+    # python -c, a REPL or a notebook: the main module has no file to run again
+    monkeypatch.delattr(sys.modules["__main__"], "__file__", raising=False)
+    assert session._unguarded_main_line() is None
+    session._check_main_guard()
