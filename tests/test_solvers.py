@@ -28,6 +28,96 @@ import reference as ref
 LOSS_TARGETS = [(loss, m) for loss in sorted(LOSSES) for m in (1, 3)
                 if not (loss == "softmax" and m == 1)]
 
+#: The losses of one target or more (all but softmax), in two alternating halves.
+_ALTERNATING = [loss for loss in sorted(LOSSES) if loss != "softmax"]
+
+
+def _default_tier(full, even, odd, softmax):
+    """The cases of ``full`` (tuples, the loss first) that the default tier runs.
+
+    Each kernel compiled costs seconds (~130 of them took 5 minutes of a cold
+    cache's run), so the default tier compiles a covering subset: ``even``
+    holds the other values of the cases it runs for every second loss of
+    ``_ALTERNATING``, ``odd`` those for the others, ``softmax`` softmax's.
+    ``test_the_default_tier_covers_every_pair_of_values`` checks the choice;
+    the slow tier runs the rest.
+    """
+    chosen = {(loss, *rest) for i, loss in enumerate(_ALTERNATING)
+              for rest in (even if i % 2 == 0 else odd)}
+    chosen |= {("softmax", *rest) for rest in softmax}
+    assert chosen <= set(full)
+    return chosen
+
+
+def _tiered(full, default):
+    """``full`` as pytest params, those not in ``default`` marked slow."""
+    return [pytest.param(*case, marks=() if case in default else pytest.mark.slow)
+            for case in full]
+
+
+_F64, _F32 = np.float64, np.float32
+
+#: ``test_kernel_matches_numpy_twin``'s cases: (loss, m, layout, dtype).  The
+#: softmax loss leaves out float32 X (the other losses cover float32 reads of X:
+#: the row step does not see them).
+TWIN_CASES = [(loss, m, layout, dtype) for loss, m in LOSS_TARGETS
+              for layout in ("dense", "csr", "csr-uint16", "csr-unit") for dtype in (_F64, _F32)
+              if not (loss == "softmax" and dtype == _F32)]
+#: In the default tier every kernel (loss × dense or CSR × one target or more),
+#: and each pair of a loss, a target count, a layout and a dtype, at least once.
+TWIN_DEFAULT = _default_tier(
+    TWIN_CASES,
+    even={(1, "dense", _F64), (3, "dense", _F32), (1, "csr", _F64), (3, "csr-uint16", _F32),
+          (3, "csr-unit", _F64)},
+    odd={(1, "dense", _F32), (3, "dense", _F64), (3, "csr", _F32), (1, "csr-uint16", _F64),
+         (1, "csr-unit", _F32)},
+    softmax={(3, layout, _F64) for layout in ("dense", "csr", "csr-uint16", "csr-unit")})
+
+#: ``test_kernels_that_leave_weights_of_1_unread_make_the_same_steps``: (loss, m, layout).
+UNIT_WEIGHT_CASES = [(loss, m, layout) for loss, m in LOSS_TARGETS
+                     for layout in ("dense", "csr", "csr-unit")]
+UNIT_WEIGHT_DEFAULT = _default_tier(
+    UNIT_WEIGHT_CASES, even={(1, "dense"), (1, "csr"), (3, "csr-unit")},
+    odd={(3, "dense"), (3, "csr"), (1, "csr-unit")},
+    softmax={(3, "dense"), (3, "csr"), (3, "csr-unit")})
+
+#: ``test_a_solver_with_weights_of_1_leaves_them_unread``: (loss, m, layout).
+SOLVER_WEIGHT_CASES = [(loss, m, layout) for loss, m in LOSS_TARGETS
+                       for layout in ("dense", "csr")]
+SOLVER_WEIGHT_DEFAULT = _default_tier(
+    SOLVER_WEIGHT_CASES, even={(1, "dense"), (3, "csr")}, odd={(3, "dense"), (1, "csr")},
+    softmax={(3, "dense"), (3, "csr")})
+
+#: ``test_a_0_1_table_gives_the_same_rounds_without_reading_its_values``: (loss, m, table).
+UNIT_VALUE_CASES = [(loss, m, table) for loss, m in LOSS_TARGETS
+                    for table in ("two chunks", "wide float32, shuffled")]
+UNIT_VALUE_DEFAULT = _default_tier(
+    UNIT_VALUE_CASES, even={(3, "two chunks"), (1, "wide float32, shuffled")},
+    odd={(1, "two chunks"), (3, "wide float32, shuffled")},
+    softmax={(3, "two chunks"), (3, "wide float32, shuffled")})
+
+
+@pytest.mark.parametrize("full,default,kernels", [
+    (TWIN_CASES, TWIN_DEFAULT, True), (UNIT_WEIGHT_CASES, UNIT_WEIGHT_DEFAULT, False),
+    (SOLVER_WEIGHT_CASES, SOLVER_WEIGHT_DEFAULT, False),
+    (UNIT_VALUE_CASES, UNIT_VALUE_DEFAULT, False)], ids=["twin", "unit weights",
+                                                         "solver weights", "unit values"])
+def test_the_default_tier_covers_every_pair_of_values(full, default, kernels):
+    """Every pair of values that two parameters take together in the full cross
+    product, the default tier's cases take together too (and, for the twin,
+    each compiled kernel: a loss, dense or CSR, one target or more)."""
+    width = len(full[0])
+    for a in range(width):
+        for b in range(a + 1, width):
+            assert {(c[a], c[b]) for c in default} == {(c[a], c[b]) for c in full}, (a, b)
+    if kernels:
+        def kernel(case):
+            loss, m, layout, _ = case
+            return loss, layout == "dense", m == 1
+
+        assert {kernel(c) for c in default} == {kernel(c) for c in full}
+    assert default < set(full)   # the rest: in the slow tier
+
 
 def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
     rng = np.random.default_rng(seed)
@@ -38,15 +128,9 @@ def _problem(loss, n=40, d=6, m=1, dtype=np.float64, sparse=False, seed=0):
     return (sp.csr_matrix(X) if sparse else np.ascontiguousarray(X)), Y, sw
 
 
-@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
-@pytest.mark.parametrize("layout", ["dense", "csr", "csr-uint16", "csr-unit"])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("loss,m,layout,dtype", _tiered(TWIN_CASES, TWIN_DEFAULT))
 @pytest.mark.parametrize("visits", ["rows", "buckets"])
 def test_kernel_matches_numpy_twin(loss, layout, dtype, m, visits):
-    if loss == "softmax" and dtype == np.float32:
-        # (the other losses cover float32 reads of X: the row step does not see them,
-        # and each kernel compiled costs seconds of the suite)
-        pytest.skip("float32 X: covered by the other losses")
     sparse = layout != "dense"
     X, Y, sw = _problem(loss, m=m, dtype=dtype, sparse=sparse)
     if layout == "csr-unit":   # a 0/1 table: the kernels do not read its values
@@ -353,8 +437,7 @@ def test_unit_values_finds_the_sparse_0_1_tables():
     assert unit_values(sp.csr_matrix((5, 3)))   # no values at all
 
 
-@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
-@pytest.mark.parametrize("table", ["two chunks", "wide float32, shuffled"])
+@pytest.mark.parametrize("loss,m,table", _tiered(UNIT_VALUE_CASES, UNIT_VALUE_DEFAULT))
 def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, table,
                                                                       monkeypatch):
     """A solver holding 0/1 rows runs the kernels that leave the values unread.
@@ -408,8 +491,7 @@ def test_a_0_1_table_gives_the_same_rounds_without_reading_its_values(loss, m, t
     assert receiver._unit
 
 
-@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
-@pytest.mark.parametrize("layout", ["dense", "csr", "csr-unit"])
+@pytest.mark.parametrize("loss,m,layout", _tiered(UNIT_WEIGHT_CASES, UNIT_WEIGHT_DEFAULT))
 def test_kernels_that_leave_weights_of_1_unread_make_the_same_steps(loss, layout, m):
     """``sdca_chunk(..., unit_weights=True)`` with weights all 1: the same work, bit for bit.
 
@@ -444,9 +526,8 @@ def test_kernels_that_leave_weights_of_1_unread_make_the_same_steps(loss, layout
         assert (a is None and b is None) or np.array_equal(a, b, equal_nan=True)
 
 
-@pytest.mark.parametrize("loss,m", LOSS_TARGETS)
-@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, sparse, monkeypatch):
+@pytest.mark.parametrize("loss,m,layout", _tiered(SOLVER_WEIGHT_CASES, SOLVER_WEIGHT_DEFAULT))
+def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, layout, monkeypatch):
     """Packed weights that are all 1 are not read, by the kernels and the logistic passes.
 
     The rounds come out as with the weights read: the same ``Δw`` bit for bit
@@ -456,7 +537,7 @@ def test_a_solver_with_weights_of_1_leaves_them_unread(loss, m, sparse, monkeypa
     another value packed in turn it off, and the next round's dual change is
     the twin's with those weights.
     """
-    X, Y, _ = _problem(loss, n=80, m=m, sparse=sparse)
+    X, Y, _ = _problem(loss, n=80, m=m, sparse=layout == "csr")
     sw = np.ones(80)
     results = []
     for read in (False, True):
