@@ -79,10 +79,14 @@ def test_predictions_on_a_dataframe_of_unknown_lengths_stay_lazy(fertility, clie
     ddf = dd.from_pandas(frame.assign(row=np.arange(len(frame))), npartitions=4)
     filtered = ddf[ddf.row % 3 != 0][list(frame.columns)]
     pred = clf.predict(filtered)
-    assert isinstance(pred, da.Array)
-    assert np.isnan(pred.chunks[0]).all()    # nothing computed to learn them
+    assert isinstance(pred, dd.Series)       # on the frame's index, nothing computed
     kept = frame[np.arange(len(frame)) % 3 != 0]
-    np.testing.assert_array_equal(pred.compute(), clf.predict(kept))
+    labels = pred.compute()
+    pd.testing.assert_index_equal(labels.index, kept.index)
+    np.testing.assert_array_equal(labels.to_numpy(), clf.predict(kept))
+    as_array = clf.predict(filtered.to_dask_array())
+    assert isinstance(as_array, da.Array) and np.isnan(as_array.chunks[0]).all()
+    np.testing.assert_array_equal(as_array.compute(), clf.predict(kept))
 
 
 def test_in_memory_labels_go_with_dask_rows(fertility, client):
@@ -302,3 +306,76 @@ def test_blocks_loaded_at_once_by_one_worker_land_in_one_solver(fertility_small,
     # both certified within 1e-6 of the optimum: the same objective
     assert clf.history_[-1]["primal"] == pytest.approx(ref.history_[-1]["primal"],
                                                        rel=1e-5)
+
+
+def test_labels_and_weights_cut_unlike_x_are_matched_to_its_rows(fertility, client):
+    X, y, frame = fertility
+    sw = 1.0 + (np.arange(len(y)) % 3)
+    ref = de.LogisticRegression(tol=1e-8, backend="inprocess").fit(X, y, sample_weight=sw)
+    # X in blocks of 500, y of 300, the weights a dask Series of 3
+    # partitions: the same rows, so the same problem and optimum
+    clf = de.LogisticRegression(tol=1e-8).fit(
+        _chunked(X), _chunked(y, 300),
+        sample_weight=dd.from_pandas(pd.Series(sw), npartitions=3))
+    assert clf.history_[-1]["n_workers"] == 2
+    assert clf.history_[-1]["primal"] == pytest.approx(ref.history_[-1]["primal"], rel=1e-7)
+    np.testing.assert_allclose(clf.coef_, ref.coef_, atol=1e-3)
+    with pytest.raises(ValueError, match="sample_weight"):
+        de.LogisticRegression().fit(_chunked(X), _chunked(y), sample_weight=_chunked(sw[:-5]))
+
+
+def _dask_kinds(X):
+    """``X`` as each kind of dask input: dense blocks, CSR blocks, a frame, unknown lengths."""
+    import scipy.sparse as sp
+
+    frame = dd.from_pandas(pd.DataFrame(X, columns=COLUMNS[: X.shape[1]]), npartitions=3)
+    return {"dense": _chunked(X, 700),
+            "csr": _chunked(X, 700).map_blocks(sp.csr_matrix, dtype=X.dtype,
+                                               meta=sp.csr_matrix((0, 0))),
+            "frame": frame,
+            "unknown lengths": frame.to_dask_array()}
+
+
+@pytest.mark.filterwarnings("ignore:X does not have valid feature names")
+@pytest.mark.parametrize("kind", ["dense", "csr", "frame", "unknown lengths"])
+def test_every_kind_of_dask_input_predicts_and_scores_as_in_memory(fertility, client, kind):
+    X, y, frame = fertility
+    clf = de.LogisticRegression(tol=1e-4, backend="inprocess").fit(frame, y)
+    Xd = _dask_kinds(X)[kind]
+    expected = clf.predict(frame)
+    np.testing.assert_array_equal(np.asarray(clf.predict(Xd).compute()), expected)
+    np.testing.assert_allclose(np.asarray(clf.predict_proba(Xd).compute()),
+                               clf.predict_proba(frame), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(clf.decision_function(Xd).compute()),
+                               clf.decision_function(frame), rtol=1e-12)
+    sw = 1.0 + (np.arange(len(y)) % 2)
+    for labels, weights in [(y, None), (_chunked(y, 333), sw),
+                            (dd.from_pandas(pd.Series(y), npartitions=5), _chunked(sw, 900))]:
+        assert clf.score(Xd, labels, sample_weight=weights) == pytest.approx(
+            clf.score(frame, y, sample_weight=sw if weights is not None else None), rel=1e-12)
+    with pytest.raises(ValueError, match="rows"):
+        clf.score(Xd, y[:-1])
+
+
+@pytest.mark.filterwarnings("ignore:X does not have valid feature names")
+def test_regressors_score_dask_input_as_scikit_learn(diamonds_small, client):
+    from sklearn.metrics import d2_tweedie_score, r2_score
+
+    X, y = diamonds_small
+    frame = pd.DataFrame(X)
+    Xd = dd.from_pandas(frame, npartitions=4)
+    ridge = de.Ridge(alpha=10.0, tol=1e-6, backend="inprocess").fit(X, y)
+    pred = ridge.predict(Xd)
+    assert isinstance(pred, dd.Series)
+    np.testing.assert_allclose(pred.compute().to_numpy(), ridge.predict(X), rtol=1e-12)
+    assert ridge.score(Xd, _chunked(y, 777)) == pytest.approx(r2_score(y, ridge.predict(X)),
+                                                              rel=1e-10)
+    two = np.column_stack([y, 2 * y + 1])
+    multi = de.Ridge(alpha=10.0, tol=1e-6, backend="inprocess").fit(X, two)
+    assert isinstance(multi.predict(Xd), dd.DataFrame)
+    assert multi.score(_chunked(X, 600), two) == pytest.approx(
+        r2_score(two, multi.predict(X)), rel=1e-10)
+    counts = np.round(np.abs(y - y.min()))
+    poisson = de.PoissonRegressor(tol=1e-6, backend="inprocess").fit(X, counts)
+    assert poisson.score(Xd, counts) == pytest.approx(
+        d2_tweedie_score(counts, poisson.predict(X), power=1), rel=1e-10)

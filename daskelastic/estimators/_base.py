@@ -50,14 +50,13 @@ from ..scaling import SCALING_POLICIES, ScalingPolicy
 from ..session import BACKENDS, _in_dask_task, client_context, current_client, fit_session
 from ._input import (
     _DENSE_ENCODING,
-    _block_decision,
     _check_numeric,
     _columns_of,
-    _dask_frame_decision,
     _dask_to_array,
     _encode_dask_frame,
     _is_dask_collection,
 )
+from ._output import _block_decision, dask_decision, dask_score
 
 _Fit = TypeVar("_Fit", bound=Callable[..., Any])
 
@@ -532,32 +531,33 @@ class _CoCoABase(BaseEstimator):
         raise NotImplementedError
 
     # -- prediction ---------------------------------------------------------------
-    def _decision(self, X):
-        """``X @ coef_.T + intercept_``; lazy for dask input."""
+    def _decision(self, X, columns=None):
+        """``X @ coef_.T + intercept_``; lazy for dask input (see :func:`dask_decision`),
+        ``columns`` naming the columns of a dask DataFrame's 2-d result."""
         check_is_fitted(self)
         frame_encoder = getattr(self, "feature_encoder_", None)
-        if frame_encoder is not None:
-            validate_data(self, _columns_of(X), reset=False, skip_check_array=True)
-            if _is_dask_collection(X):
-                return _dask_frame_decision(X, frame_encoder, self.coef_, self.intercept_)
-            return _block_decision(encode_frame(frame_encoder, X), self.coef_,
-                                   self.intercept_)
         if _is_dask_collection(X):
             # scikit-learn's checks of the feature names and their number,
             # without computing anything
             validate_data(self, _columns_of(X), reset=False, skip_check_array=True)
-            _check_numeric(X)
-            Xa = _dask_to_array(X, "X", lengths=False).rechunk({1: -1})
-            if Xa.dtype not in (np.float32, np.float64):   # as validate_data does
-                Xa = Xa.astype(np.float64)
-            one = self.coef_.ndim == 1 or self.coef_.shape[0] == 1
-            kwargs = {"drop_axis": 1} if one else {"chunks": (Xa.chunks[0], (self.coef_.shape[0],))}
-            return Xa.map_blocks(_block_decision, self.coef_, self.intercept_,
-                                 dtype=np.result_type(Xa.dtype, self.coef_.dtype),
-                                 **kwargs)
+            if frame_encoder is None:
+                _check_numeric(X)
+            return dask_decision(X, frame_encoder, self.coef_, self.intercept_, columns)
+        if frame_encoder is not None:
+            validate_data(self, _columns_of(X), reset=False, skip_check_array=True)
+            return _block_decision(encode_frame(frame_encoder, X), self.coef_,
+                                   self.intercept_)
         X = validate_data(self, X, accept_sparse="csr", reset=False,
                           dtype=[np.float64, np.float32])
         return _block_decision(X, self.coef_, self.intercept_)
+
+    def _score_dask(self, kind, X, y, sample_weight, n_targets=1):
+        """``kind`` of ``predict(X)`` against ``y``, for dask ``X``: summed on the
+        workers (see :func:`dask_score`); None for ``X`` in memory."""
+        if not _is_dask_collection(X):
+            return None
+        return dask_score(kind, self.predict(X), y, sample_weight, n_targets,
+                          client=self.client or current_client())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

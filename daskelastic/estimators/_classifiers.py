@@ -14,6 +14,7 @@ from sklearn.utils._param_validation import (  # no public names exist
 )
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
 
 from ..targets import TargetEncoder, not_finite
 from ._base import _CoCoABase, _validated_fit
@@ -30,9 +31,9 @@ from ._input import (
     _check_class_weights,
     _check_weights,
     _distinct_labels,
-    _is_dask_collection,
     _no_weight_left,
 )
+from ._output import in_memory, map_predictions
 
 if TYPE_CHECKING:
     from .._typing import ArrayResult, MatrixLike, Self, VectorLike
@@ -81,11 +82,36 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
 
         Returns
         -------
-        ndarray or dask array
+        ndarray, dask array, dask Series or dask DataFrame
             Shape (n,) for two classes, (n, n_classes) otherwise; lazy for
-            dask input.
+            dask input, and on its index for a dask DataFrame (a Series for
+            two classes, else a DataFrame whose columns are ``classes_``).
         """
-        return self._decision(X)
+        check_is_fitted(self)
+        return self._decision(X, columns=list(self.classes_))
+
+    def score(self, X: MatrixLike, y: VectorLike,
+              sample_weight: VectorLike | None = None) -> float:
+        """The mean accuracy of ``predict(X)`` against ``y``, as scikit-learn's.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+        y : array-like, dask array or dask Series of shape (n,)
+            True labels, matched to the rows of ``X`` by position.
+        sample_weight : array-like, dask array or dask Series of shape (n,), optional
+            Weights of the samples.
+
+        Returns
+        -------
+        float
+            The (weighted) fraction of correct predictions; for dask ``X``
+            counted on the workers, block by block.
+        """
+        score = self._score_dask("accuracy", X, y, sample_weight)
+        if score is None:
+            score = super().score(X, in_memory(y), in_memory(sample_weight))
+        return score
 
     def _make_encoder(self, y, sample_weight):
         classes = _distinct_labels(y)
@@ -177,15 +203,14 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
 
         Returns
         -------
-        ndarray or dask array of shape (n,)
-            Predicted class labels.
+        ndarray, dask array or dask Series of shape (n,)
+            Predicted class labels; lazy for dask input, and a dask Series
+            on the index of a dask DataFrame.
         """
         scores = self.decision_function(X)
-        if _is_dask_collection(scores):
-            return scores.map_blocks(_scores_to_labels, self.classes_,
-                                     dtype=self.classes_.dtype,
-                                     **({"drop_axis": 1} if scores.ndim == 2 else {}))
-        return _scores_to_labels(scores, self.classes_)
+        return map_predictions(scores, _scores_to_labels, self.classes_,
+                               dtype=self.classes_.dtype,
+                               **({"drop_axis": 1} if scores.ndim == 2 else {}))
 
 
 def _scores_to_labels(scores, classes):
@@ -311,16 +336,19 @@ class LogisticRegression(_ClassifierBase):
 
         Returns
         -------
-        ndarray or dask array of shape (n, n_classes)
-            Probabilities, in the order of ``classes_``.
+        ndarray, dask array or dask DataFrame of shape (n, n_classes)
+            Probabilities, in the order of ``classes_``; lazy for dask
+            input, and a dask DataFrame on the index of a dask DataFrame,
+            its columns ``classes_``.
         """
         scores = self.decision_function(X)
-        if _is_dask_collection(scores):
-            k = len(self.classes_)
-            kw = {"new_axis": 1} if scores.ndim == 1 else {}
-            return scores.map_blocks(_scores_to_proba, dtype=np.float64,
-                                     chunks=(scores.chunks[0], (k,)), **kw)
-        return _scores_to_proba(scores)
+        if isinstance(scores, np.ndarray):
+            return _scores_to_proba(scores)
+        kw = {"chunks": (scores.chunks[0], (len(self.classes_),)),
+              **({"new_axis": 1} if scores.ndim == 1 else {})} \
+            if hasattr(scores, "chunks") else {}   # (a dask array's)
+        return map_predictions(scores, _scores_to_proba, columns=list(self.classes_),
+                               dtype=np.float64, **kw)
 
     def predict_log_proba(self, X: MatrixLike) -> ArrayResult:
         """Logarithm of :meth:`predict_proba`.

@@ -101,7 +101,12 @@ def _dask_to_array(X, name, lengths=True):
             plain = {c: t for c, t in plain.items() if t is not None}
             if plain:
                 X = X.astype(plain)
-        X = X.to_dask_array(lengths=True if lengths else None)
+        # the lengths are counted on the array's own blocks below: dask's
+        # ``to_dask_array(lengths=True)`` counts them on a separately optimised
+        # graph, whose partitions can differ (a column read from Parquet fused
+        # into fewer partitions: "The number of items in 'lengths' does not
+        # match the number of partitions")
+        X = X.to_dask_array()
     if not isinstance(X, da.Array):
         raise TypeError(f"{name}: unsupported dask collection {type(X).__name__}")
     if lengths and any(np.isnan(c) for c in X.chunks[0]):
@@ -183,36 +188,6 @@ def _encode_block(frame_encoder, frame, dense):
     """One partition's rows encoded: a dense array or CSR."""
     out = encode_frame(frame_encoder, frame)
     return out.toarray() if dense else out
-
-
-def _frame_decision(frame, frame_encoder, coef, intercept):
-    """One partition's decision values, as a series (one column) or a frame."""
-    import pandas as pd
-
-    scores = _block_decision(encode_frame(frame_encoder, frame), coef, intercept)
-    if scores.ndim == 1:
-        return pd.Series(scores, index=frame.index)
-    return pd.DataFrame(scores, index=frame.index)
-
-
-def _dask_frame_decision(X, frame_encoder, coef, intercept):
-    """Lazy decision values of a dask dataframe's rows (a dask array)."""
-    import pandas as pd
-
-    m = np.atleast_2d(coef).shape[0]
-    meta = (pd.Series(np.empty(0)) if m == 1
-            else pd.DataFrame(np.empty((0, m)), columns=range(m)))
-    return X.map_partitions(_frame_decision, frame_encoder, coef, intercept,
-                            meta=meta).to_dask_array()
-
-
-def _block_decision(X, coef, intercept):
-    coef = np.atleast_2d(coef)
-    Z = X @ coef.T
-    Z = np.asarray(Z) + intercept
-    if Z.shape[1] == 1:
-        return Z.ravel()
-    return Z
 
 
 def _block_labels_and_weights(y, sample_weight=None):

@@ -32,6 +32,7 @@ from ._input import (
     _check_weights,
     _is_dask_collection,
 )
+from ._output import in_memory, map_predictions
 
 if TYPE_CHECKING:
     from .._typing import ArrayResult, MatrixLike, Self, VectorLike
@@ -113,11 +114,36 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
 
         Returns
         -------
-        ndarray or dask array of shape (n,) or (n, n_targets)
+        ndarray, dask array, dask Series or dask DataFrame of shape (n,) or (n, n_targets)
             Predicted targets, of shape (n,) for one target (as ``coef_``);
-            float32 when ``X`` and ``coef_`` both are, else float64.
+            float32 when ``X`` and ``coef_`` both are, else float64; lazy for
+            dask input, and on the index of a dask DataFrame.
         """
         return self._decision(X)
+
+    def score(self, X: MatrixLike, y: VectorLike,
+              sample_weight: VectorLike | None = None) -> float:
+        """R² of ``predict(X)`` against ``y``, as scikit-learn's ``r2_score``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array, dask dataframe} of shape (n, d)
+        y : array-like or dask collection of shape (n,) or (n, n_targets)
+            True targets, matched to the rows of ``X`` by position.
+        sample_weight : array-like or dask collection of shape (n,), optional
+            Weights of the samples.
+
+        Returns
+        -------
+        float
+            The coefficient of determination, averaged over the targets; for
+            dask ``X`` summed on the workers, block by block.
+        """
+        n_targets = 1 if np.ndim(self.coef_) == 1 else np.shape(self.coef_)[0]
+        score = self._score_dask("r2", X, y, sample_weight, n_targets)
+        if score is None:
+            score = super().score(X, in_memory(y), in_memory(sample_weight))
+        return score
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -637,13 +663,11 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
 
         Returns
         -------
-        ndarray or dask array of shape (n,)
-            The predicted means; lazy for dask input.
+        ndarray, dask array or dask Series of shape (n,)
+            The predicted means; lazy for dask input, and on the index of a
+            dask DataFrame.
         """
-        scores = self._decision(X)
-        if _is_dask_collection(scores):
-            return scores.map_blocks(np.exp, dtype=np.float64)
-        return np.exp(scores)
+        return map_predictions(self._decision(X), np.exp, dtype=np.float64)
 
     def score(self, X: MatrixLike, y: VectorLike,
               sample_weight: VectorLike | None = None) -> float:
@@ -664,11 +688,10 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
         """
         from sklearn.metrics import d2_tweedie_score
 
-        pred = self.predict(X)
-        if _is_dask_collection(pred):
-            pred = pred.compute()
-        if _is_dask_collection(y):
-            y = y.compute()
+        score = self._score_dask("d2_poisson", X, y, sample_weight)
+        if score is not None:
+            return score
+        pred, y, sample_weight = self.predict(X), in_memory(y), in_memory(sample_weight)
         return d2_tweedie_score(np.asarray(y), pred, sample_weight=sample_weight, power=1)
 
     def __sklearn_tags__(self):
