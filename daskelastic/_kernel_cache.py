@@ -215,7 +215,10 @@ def install():
     global _notice
     if config.DISABLE_JIT or _notice is not None:
         return
-    _install_locator()
+    try:
+        _install_locator()
+    except (AttributeError, ValueError):   # pragma: no cover - a numba of other internals
+        pass   # numba's own locators then: beside the sources, as before
     _notice = _CompileNotice()
     event.register("numba:compile", _notice)
 
