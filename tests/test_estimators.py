@@ -124,6 +124,64 @@ def test_float32_input_is_kept_and_fits(binary):
     np.testing.assert_allclose(clf.coef_, ref.coef_, rtol=1e-4, atol=1e-5)
 
 
+def test_float32_input_keeps_float32_where_scikit_learn_does(binary):
+    # LogisticRegression as scikit-learn's default lbfgs; LinearSVC float64,
+    # as liblinear
+    X, y = binary
+    X32 = X.astype(np.float32)
+    logistic = de.LogisticRegression(tol=1e-8, backend="inprocess").fit(X32, y)
+    svc = de.LinearSVC(tol=1e-8, backend="inprocess").fit(X32, y)
+    assert logistic.coef_.dtype == logistic.intercept_.dtype == np.float32
+    assert logistic.predict_proba(X32).dtype == np.float32
+    assert svc.coef_.dtype == svc.intercept_.dtype == np.float64
+    ref = de.LogisticRegression(tol=1e-8, backend="inprocess").fit(X, y)
+    np.testing.assert_allclose(logistic.coef_, ref.coef_, rtol=1e-4, atol=1e-5)
+
+
+def test_n_iter_has_each_scikit_learn_estimators_shape(binary):
+    X, y = binary
+    svc = de.LinearSVC(backend="inprocess").fit(X, y)
+    logistic = de.LogisticRegression(backend="inprocess").fit(X, y)
+    Y = np.column_stack([X[:, 0], X[:, 1] - X[:, 2]])
+    ridge = de.Ridge(backend="inprocess").fit(X, Y)
+    assert isinstance(svc.n_iter_, int) and svc.n_iter_ == svc.history_[-1]["round"]
+    assert logistic.n_iter_.shape == (1,) and logistic.n_iter_.dtype == np.int32
+    assert ridge.n_iter_.shape == (2,) and ridge.n_iter_.dtype == np.int32
+    assert ridge.n_iter_[0] == ridge.n_iter_[1] == ridge.history_[-1]["round"]
+    assert ridge.solver_ == "cocoa"
+
+
+@pytest.mark.parametrize("Estimator", [de.LogisticRegression, de.LinearSVC])
+def test_sparsify_keeps_the_predictions_and_densify_undoes_it(binary, Estimator):
+    X, y = binary
+    clf = Estimator(penalty="l1", tol=1e-6, max_iter=3000, backend="inprocess").fit(X, y)
+    dense = clf.coef_.copy()
+    scores = clf.decision_function(X)
+    assert clf.sparsify() is clf and sp.issparse(clf.coef_)
+    assert clf.coef_.nnz == np.count_nonzero(dense)
+    np.testing.assert_array_equal(clf.decision_function(X), scores)
+    # (a sparse product sums in another order)
+    np.testing.assert_allclose(clf.decision_function(sp.csr_matrix(X)), scores, rtol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X), Estimator.predict(clf.densify(), X))
+    assert isinstance(clf.coef_, np.ndarray)
+    np.testing.assert_array_equal(clf.coef_, dense)
+    with pytest.raises(Exception, match="must be fitted before sparsifying"):
+        Estimator().sparsify()
+
+
+def test_a_sparsified_model_predicts_dask_input_lazily(binary, client):
+    import dask.array as da
+
+    X, y = binary
+    clf = de.LogisticRegression(penalty="l1", tol=1e-6, backend="inprocess",
+                                client=client).fit(X, y)
+    expected = clf.predict_proba(X)
+    clf.sparsify()
+    lazy = clf.predict_proba(da.from_array(X, chunks=(40, 4)))
+    np.testing.assert_allclose(lazy.compute(), expected)
+    assert clf.client is client   # (the copy that predicted dropped nothing of it)
+
+
 def test_fitted_attributes_and_history(binary):
     X, y = binary
     clf = de.LogisticRegression(tol=1e-6).fit(X, y)

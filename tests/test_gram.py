@@ -123,11 +123,44 @@ def test_fits_reach_scikit_learns_optimum_and_support(diamonds_small, rho, spars
     assert np.array_equal(ours.coef_ != 0, theirs.coef_ != 0)
 
 
+@pytest.mark.parametrize("solver", ["gram", "cocoa"])
+def test_dual_gap_bounds_the_excess_of_scikit_learns_objective(diamonds_small, solver):
+    # dual_gap_ is in the objective's units, as scikit-learn's; duality_gap_
+    # the same gap relative to it
+    X, y = diamonds_small
+    alpha, rho = 0.003, 0.7
+    best = SkElasticNet(alpha=alpha, l1_ratio=rho, tol=1e-14, max_iter=200_000).fit(X, y)
+    ours = de.ElasticNet(alpha=alpha, l1_ratio=rho, tol=1e-4, solver=solver,
+                         backend="inprocess").fit(X, y)
+    excess = _objective(X, y, ours.coef_, ours.intercept_, alpha, rho) \
+        - _objective(X, y, best.coef_, best.intercept_, alpha, rho)
+    got = _objective(X, y, ours.coef_, ours.intercept_, alpha, rho)
+    assert isinstance(ours.dual_gap_, np.float64) and isinstance(ours.n_iter_, int)
+    assert -1e-12 <= excess <= ours.dual_gap_
+    assert ours.dual_gap_ == pytest.approx(ours.duality_gap_ * got, rel=1e-6)
+
+
+def test_finite_input_whose_sums_overflow_is_not_called_nan():
+    # scikit-learn's test_enet_nonfinite_params data: finite, but their
+    # squares overflow float64
+    rng = np.random.RandomState(0)
+    X = np.finfo(np.float64).max * rng.uniform(size=(10, 2))
+    y = rng.randint(0, 2, size=10)
+    with warnings.catch_warnings(), pytest.raises(ValueError) as error:
+        warnings.simplefilter("ignore", RuntimeWarning)
+        de.ElasticNet(alpha=0.1).fit(X, y)
+    assert "overflow float64" in str(error.value)
+    assert "NaN" not in str(error.value)
+
+
 def test_several_targets_are_several_problems(diamonds_small):
     X, y = diamonds_small
     Y = np.c_[y, 0.5 * y + X[:, 0]]
     ours = de.Lasso(alpha=0.01, tol=1e-10).fit(X, Y)
     assert ours.coef_.shape == (2, X.shape[1]) and ours.intercept_.shape == (2,)
+    # scikit-learn's shapes for several targets: a list and an array
+    assert ours.n_iter_ == [ours.history_[-1]["round"]] * 2
+    assert ours.dual_gap_.shape == (2,)
     for t in range(2):
         one = de.Lasso(alpha=0.01, tol=1e-10).fit(X, Y[:, t])
         np.testing.assert_allclose(ours.coef_[t], one.coef_, atol=1e-6)
@@ -198,8 +231,8 @@ def test_a_warm_started_path_reaches_the_cold_optima_in_fewer_passes(diamonds_sm
     for alpha in [0.1, 0.03, 0.01, 0.003, 0.001]:
         warm.set_params(alpha=alpha).fit(X, y)
         cold = de.Lasso(alpha=alpha, tol=1e-8, max_iter=100_000).fit(X, y)
-        warm_passes += warm.n_iter_[0]
-        cold_passes += cold.n_iter_[0]
+        warm_passes += warm.n_iter_
+        cold_passes += cold.n_iter_
         objectives = [_objective(X, y, m.coef_, m.intercept_, alpha, 1.0)
                       for m in (warm, cold)]
         assert objectives[0] == pytest.approx(objectives[1], rel=1e-7)
@@ -210,7 +243,7 @@ def test_max_iter_stops_the_passes_and_warns(diamonds_small):
     X, y = diamonds_small
     with pytest.warns(ConvergenceWarning, match="passes of coordinate descent"):
         model = de.Lasso(alpha=0.001, tol=1e-12, max_iter=2).fit(X, y)
-    assert model.n_iter_[0] == 2 and len(model.history_) == 3
+    assert model.n_iter_ == 2 and len(model.history_) == 3
     assert model.duality_gap_ > 1e-12
 
 

@@ -301,8 +301,8 @@ def test_sparse_input_keeps_its_free_intercept_and_gives_the_dense_model(flights
 
 @pytest.mark.parametrize("make, message", [
     (lambda: de.LinearSVC(penalty="l1", loss="hinge"), "squared_hinge"),
-    (lambda: de.LogisticRegression(l1_ratio=0.5), "penalty='elasticnet'"),
-    (lambda: de.LogisticRegression(penalty="elasticnet"), "needs l1_ratio"),
+    (lambda: de.LogisticRegression(penalty="elasticnet"),
+     "l1_ratio must be specified when penalty is elasticnet"),
     (lambda: de.Lasso(acceleration="none", solver="cocoa"), "needs the acceleration"),
 ])
 def test_unsupported_combinations_say_what_to_do(make, message):
@@ -311,6 +311,42 @@ def test_unsupported_combinations_say_what_to_do(make, message):
     y = np.arange(60) % 2
     with pytest.raises(ValueError, match=message):
         make().set_params(backend="inprocess").fit(X, y)
+
+
+@pytest.mark.parametrize("l1_ratio, penalty", [(None, "l2"), (0.0, "l2"), (1.0, "l1"),
+                                               (0.5, "elasticnet")])
+def test_penalty_auto_is_chosen_by_l1_ratio_as_scikit_learn_1_8_chooses(l1_ratio, penalty):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = (X[:, 0] + 0.3 * rng.normal(size=80) > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # no warning: l1_ratio names the penalty
+        auto = de.LogisticRegression(l1_ratio=l1_ratio, tol=1e-8, max_iter=2000,
+                                     backend="inprocess").fit(X, y)
+    named = de.LogisticRegression(penalty=penalty, l1_ratio=0.5 if penalty == "elasticnet"
+                                  else None, tol=1e-8, max_iter=2000,
+                                  backend="inprocess").fit(X, y)
+    np.testing.assert_array_equal(auto.coef_, named.coef_)
+
+
+@pytest.mark.parametrize("penalty, l1_ratio, message", [
+    ("l1", 0.5, r"l1_ratio parameter is only used when penalty is 'elasticnet'\. "
+                r"Got \(penalty=l1\)"),
+    ("l2", 0.5, r"Got \(penalty=l2\)"),
+    ("l2", 1.0, "Inconsistent values: penalty=l2 with l1_ratio=1.0"),
+])
+def test_an_l1_ratio_the_penalty_contradicts_is_ignored_with_a_warning(penalty, l1_ratio,
+                                                                       message):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.warns(UserWarning, match=message) as caught:
+        ours = de.LogisticRegression(penalty=penalty, l1_ratio=l1_ratio, tol=1e-8,
+                                     max_iter=2000, backend="inprocess").fit(X, y)
+    assert caught[0].filename == __file__   # the user's line, not ours
+    plain = de.LogisticRegression(penalty=penalty, tol=1e-8, max_iter=2000,
+                                  backend="inprocess").fit(X, y)
+    np.testing.assert_array_equal(ours.coef_, plain.coef_)
 
 
 def test_the_intercept_is_free_with_an_l1_part():

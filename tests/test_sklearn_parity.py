@@ -14,7 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.linear_model import ElasticNet as SkElasticNet
+from sklearn.linear_model import Lasso as SkLasso
 from sklearn.linear_model import LogisticRegression as SkLogisticRegression
+from sklearn.linear_model import PoissonRegressor as SkPoissonRegressor
 from sklearn.linear_model import Ridge as SkRidge
 from sklearn.svm import LinearSVC as SkLinearSVC
 
@@ -62,9 +66,9 @@ def test_ridge_shapes_are_scikit_learns_for_dask_targets_of_one_column(regressio
 _ESTIMATORS = {
     "Ridge": (de.Ridge, SkRidge()),
     "LinearSVC": (de.LinearSVC, SkLinearSVC()),
-    # the problem ours solves (and liblinear gives float64 for float32 X; the
-    # other solvers give float32: see the class docstring)
-    "LogisticRegression": (de.LogisticRegression, SkLogisticRegression(solver="liblinear")),
+    # scikit-learn's default solver, lbfgs, keeps float32 (liblinear, as
+    # LinearSVC, gives float64)
+    "LogisticRegression": (de.LogisticRegression, SkLogisticRegression()),
 }
 _OUTPUTS = ["predict", "decision_function", "predict_proba", "predict_log_proba"]
 
@@ -95,20 +99,17 @@ def test_dtypes_are_scikit_learns(name, dtype, sparse):
 @pytest.mark.parametrize("name", ["LogisticRegression", "LinearSVC"])
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_classifier_intercepts_are_scikit_learns_without_an_intercept(name, n_classes):
-    # liblinear's estimators give the float 0.0 (ours gave an array of zeros)
+    # LinearSVC (liblinear) gives the float 0.0; LogisticRegression's default
+    # solver, lbfgs, an array of zeros
     rng = np.random.default_rng(4)
     X = rng.normal(size=(90, 3))
     y = np.arange(90) % n_classes
-    if name == "LogisticRegression":
-        ours = de.LogisticRegression(fit_intercept=False, backend="inprocess").fit(X, y)
-        theirs = (SkLogisticRegression(solver="liblinear", fit_intercept=False)
-                  if n_classes == 2 else SkLinearSVC(fit_intercept=False))   # liblinear: no 3
-    else:
-        ours = de.LinearSVC(fit_intercept=False, backend="inprocess").fit(X, y)
-        theirs = SkLinearSVC(fit_intercept=False)
-    theirs.fit(X, y)
-    assert type(ours.intercept_) is type(theirs.intercept_) is float
-    assert ours.intercept_ == theirs.intercept_ == 0.0
+    Estimator, theirs = _ESTIMATORS[name]
+    ours = Estimator(fit_intercept=False, backend="inprocess").fit(X, y)
+    theirs = clone(theirs).set_params(fit_intercept=False).fit(X, y)
+    assert type(ours.intercept_) is type(theirs.intercept_)
+    assert np.shape(ours.intercept_) == np.shape(theirs.intercept_)
+    assert np.all(ours.intercept_ == 0.0) and np.all(theirs.intercept_ == 0.0)
     assert ours.decision_function(X).shape == theirs.decision_function(X).shape
 
 
@@ -159,3 +160,45 @@ def test_labels_of_pandas_extension_dtypes_in_a_dask_series_get_scikit_learns_cl
     assert clf.classes_.dtype == expected.dtype
     assert clf.classes_.tolist() == expected.tolist()
     assert np.mean(clf.predict(ddf).compute() == expected[raw]) > 0.95
+
+
+#: name → (ours, theirs, the kind of target)
+_FITTED = {
+    "Lasso": (de.Lasso(alpha=0.1), SkLasso(alpha=0.1), "real"),
+    "ElasticNet": (de.ElasticNet(alpha=0.1), SkElasticNet(alpha=0.1), "real"),
+    # an iterative solver's n_iter_ (the default, cholesky, gives None)
+    "Ridge": (de.Ridge(), SkRidge(solver="sag", max_iter=10_000), "real"),
+    "PoissonRegressor": (de.PoissonRegressor(), SkPoissonRegressor(), "counts"),
+    "LogisticRegression": (de.LogisticRegression(), SkLogisticRegression(), "labels"),
+    "LinearSVC": (de.LinearSVC(), SkLinearSVC(), "labels"),
+}
+
+
+def _kind(value):
+    """What code reading an attribute relies on: its type, shape and dtype."""
+    dtype = getattr(value, "dtype", None) if isinstance(value, (np.ndarray, np.generic)) \
+        else None
+    return type(value), np.shape(value), dtype
+
+
+@pytest.mark.parametrize("n_targets", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(_FITTED))
+def test_fitted_attributes_are_scikit_learns(name, dtype, n_targets):
+    ours, theirs, target = _FITTED[name]
+    if n_targets == 2 and target != "real":
+        pytest.skip("one target only")
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(90, 4)).astype(dtype)
+    z = X @ [0.5, -0.5, 0.2, 0.0]
+    y = {"real": np.column_stack([z, 1 - z]) if n_targets == 2 else z,
+         "counts": rng.poisson(np.exp(z)), "labels": np.digitize(z, [-0.3, 0.3])}[target]
+    ours = clone(ours).set_params(backend="inprocess").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # sag's ConvergenceWarning at float32
+        theirs = clone(theirs).fit(X, y)
+    names = {a for a in vars(theirs) if a.endswith("_") and not a.startswith("_")}
+    assert names <= set(vars(ours))
+    # (solver_ names daskelastic's solver: a str, as theirs)
+    assert {a: _kind(getattr(ours, a)) for a in names} \
+        == {a: _kind(getattr(theirs, a)) for a in names}

@@ -438,8 +438,13 @@ class _CoCoABase(BaseEstimator):
         return SimulatedBackend(problem, chunks, model)
 
     def _set_run(self, result):
-        """The attributes every estimator keeps of its run: rounds, history, certified gap."""
-        self.n_iter_ = np.array([result.n_iter])
+        """The attributes every estimator keeps of its run: rounds, history, certified gap.
+
+        ``n_iter_`` is scikit-learn's LogisticRegression's, an int32 array of
+        shape (1,); the estimators whose scikit-learn counterparts give
+        another shape (an int, one count per target) override this.
+        """
+        self.n_iter_ = np.array([result.n_iter], dtype=np.int32)
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
 from sklearn.utils._param_validation import (  # no public names exist
     Interval,
@@ -24,6 +26,9 @@ from ._docs import (
     _COMMON_HEAD,
     _COMMON_TAIL,
     _INTERCEPT_DOC,
+    _N_ITER_ARRAY_DOC,
+    _N_ITER_INT_DOC,
+    _PENALTY_AUTO_DOC,
     _PENALTY_DOC,
 )
 from ._input import (
@@ -55,23 +60,45 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         "l1_ratio": [None, Interval(numbers.Real, 0, 1, closed="both")],
     }
 
+    #: The scikit-learn solver whose attribute types the fitted estimator
+    #: gives: "liblinear" float64 coefficients and an intercept of 0.0 when
+    #: there is none; "lbfgs" X's float dtype and an array of zeros
+    _sklearn_solver = "liblinear"
+
     def _is_classifier(self):
         return True
 
+    def _penalty(self):
+        """The penalty fitted: ``penalty``, or for ``"auto"`` the one ``l1_ratio`` names."""
+        if self.penalty != "auto":
+            return self.penalty
+        rho = self.l1_ratio
+        return "l2" if rho is None or rho == 0 else "l1" if rho == 1 else "elasticnet"
+
+    def _check_penalty(self):
+        """scikit-learn's error and warnings for ``l1_ratio`` against ``penalty``.
+
+        An ``l1_ratio`` that an ``"l1"`` or ``"l2"`` penalty contradicts is
+        ignored with scikit-learn's ``UserWarning``, as scikit-learn's
+        LogisticRegression ignores it.
+        """
+        penalty, rho = self._penalty(), self.l1_ratio
+        if penalty == "elasticnet" and rho is None:
+            raise ValueError("l1_ratio must be specified when penalty is elasticnet.")
+        if penalty == "elasticnet" or rho is None or rho == (1 if penalty == "l1" else 0):
+            return
+        said = (f"l1_ratio parameter is only used when penalty is 'elasticnet'. Got "
+                f"(penalty={penalty})" if 0 < rho < 1 else
+                f"Inconsistent values: penalty={penalty} with l1_ratio={rho}")
+        warnings.warn(f"{said}: l1_ratio is ignored; pass penalty='elasticnet' for an "
+                      "elastic-net penalty, or leave l1_ratio unset", UserWarning,
+                      stacklevel=4)
+
     def _l1_ratio(self):
-        if self.penalty == "l1":
-            return 1.0
-        if self.penalty == "elasticnet":
-            if self.l1_ratio is None:
-                raise ValueError("penalty='elasticnet' needs l1_ratio, a number in [0, 1]")
+        penalty = self._penalty()
+        if penalty == "elasticnet":
             return float(self.l1_ratio)
-        if self.l1_ratio:
-            # scikit-learn ≥ 1.8 chooses the penalty by l1_ratio alone: refuse to
-            # ignore it silently
-            raise ValueError(f"l1_ratio={self.l1_ratio} is used with penalty='elasticnet' "
-                             f"only; pass penalty='elasticnet' (penalty is "
-                             f"{self.penalty!r})")
-        return 0.0
+        return 1.0 if penalty == "l1" else 0.0
 
     def decision_function(self, X: MatrixLike) -> ArrayResult:
         """Signed distance of each sample to the decision boundary.
@@ -185,14 +212,62 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
     def _set_fitted(self, result, encoder, problem, dtype):
-        # float64 whatever ``dtype`` (X's), as liblinear's coefficients
+        # (w is float64 whatever X's dtype: rounded to float32 where the
+        # scikit-learn solver keeps it)
+        lbfgs = self._sklearn_solver == "lbfgs"
+        dtype = dtype if lbfgs else np.float64
         self.classes_ = encoder.classes
         d = problem.n_features
         w = result.w
-        self.coef_ = np.ascontiguousarray(w[:d].T)
-        # 0.0 without an intercept, as scikit-learn's LinearSVC and liblinear give
-        self.intercept_ = problem.intercept_scaling * w[d] if self.fit_intercept else 0.0
+        self.coef_ = np.ascontiguousarray(w[:d].T, dtype=dtype)
+        if self.fit_intercept:
+            self.intercept_ = (problem.intercept_scaling * w[d]).astype(dtype)
+        else:
+            self.intercept_ = np.zeros(w.shape[1], dtype=dtype) if lbfgs else 0.0
         self._set_run(result)
+
+    def densify(self) -> Self:
+        """Convert ``coef_`` (back) to a dense numpy array, as scikit-learn's ``densify``.
+
+        ``coef_`` is dense after a fit; this undoes :meth:`sparsify`, and is a
+        no-op otherwise.
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
+        check_is_fitted(self, msg="Estimator, %(name)s, must be fitted before densifying.")
+        if sp.issparse(self.coef_):
+            self.coef_ = self.coef_.toarray()
+        return self
+
+    def sparsify(self) -> Self:
+        """Convert ``coef_`` to a scipy.sparse CSR matrix, as scikit-learn's ``sparsify``.
+
+        For an L1 or elastic-net fit, whose coefficients have exact zeros,
+        the sparse matrix can be much smaller to store.  ``intercept_`` is not
+        converted.  Predictions work as before; a ``warm_start`` fit needs
+        :meth:`densify` first.
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
+        check_is_fitted(self, msg="Estimator, %(name)s, must be fitted before sparsifying.")
+        self.coef_ = sp.csr_matrix(self.coef_)
+        return self
+
+    def _decision(self, X, columns=None):
+        if sp.issparse(getattr(self, "coef_", None)):
+            # the shared decision reads dense coefficients: a shallow copy
+            # holds them, and this estimator stays sparsified (not copy.copy,
+            # which pickles: without the client)
+            dense = object.__new__(type(self))
+            dense.__dict__.update(self.__dict__, coef_=self.coef_.toarray())
+            return _CoCoABase._decision(dense, X, columns)
+        return super()._decision(X, columns)
 
     def predict(self, X: MatrixLike) -> ArrayResult:
         """Predict class labels.
@@ -235,20 +310,20 @@ class LogisticRegression(_ClassifierBase):
     ----------
     C : float, default=1.0
         Inverse regularisation strength, as in scikit-learn.\
-{_PENALTY_DOC}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+{_PENALTY_AUTO_DOC}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
         Class labels.
-    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-        Coefficients, float64 also for float32 ``X`` (and so are
-        ``decision_function`` and ``predict_proba``), as scikit-learn's
-        ``solver="liblinear"``, whose problem this is, gives; its other
-        solvers, the default ``"lbfgs"`` among them, give float32.
-    intercept_ : ndarray of shape (1,) or (n_classes,), or float
-        Intercepts, float64; ``0.0`` without ``fit_intercept``, as in
-        scikit-learn.
-{_ATTRS_DOC}
+    coef_ : ndarray or scipy.sparse matrix of shape (1, n_features) or (n_classes, n_features)
+        Coefficients, float32 for float32 ``X`` (the solver computes in
+        float64 and rounds them), as scikit-learn's default ``"lbfgs"`` and
+        its other solvers but ``"liblinear"`` give; float64 otherwise.  A
+        CSR matrix after :meth:`sparsify`.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+        Intercepts, of ``coef_``'s dtype; zeros without ``fit_intercept``,
+        as scikit-learn's lbfgs gives (its liblinear gives the float 0.0).\
+{_N_ITER_ARRAY_DOC}{_ATTRS_DOC}
     See Also
     --------
     LinearSVC : Hinge and squared-hinge losses.
@@ -269,12 +344,18 @@ class LogisticRegression(_ClassifierBase):
     """
 
     _loss = "logistic"
+    _sklearn_solver = "lbfgs"   # scikit-learn's default
+
+    _parameter_constraints = {
+        **_ClassifierBase._parameter_constraints,
+        "penalty": [StrOptions({"auto", "l1", "l2", "elasticnet"})],
+    }
 
     def _loss_name(self, n_targets=1):
         # three or more classes: the multinomial (softmax) loss, as scikit-learn's
         return "logistic" if n_targets == 1 else "softmax"
 
-    def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, tol=1e-4, max_iter=200,
+    def __init__(self, C=1.0, *, penalty="auto", l1_ratio=None, tol=1e-4, max_iter=200,
                  fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
                  class_weight=None, random_state=None,
                  verbose=0, warm_start=False, client=None, backend="auto",
@@ -323,6 +404,7 @@ class LogisticRegression(_ClassifierBase):
         self : LogisticRegression
             The fitted estimator.
         """
+        self._check_penalty()
         return self._fit(X, y, sample_weight)
 
     def predict_proba(self, X: MatrixLike) -> ArrayResult:
@@ -348,7 +430,7 @@ class LogisticRegression(_ClassifierBase):
               **({"new_axis": 1} if scores.ndim == 1 else {})} \
             if hasattr(scores, "chunks") else {}   # (a dask array's)
         return map_predictions(scores, _scores_to_proba, columns=list(self.classes_),
-                               dtype=np.float64, **kw)
+                               dtype=getattr(scores, "dtype", np.float64), **kw)
 
     def predict_log_proba(self, X: MatrixLike) -> ArrayResult:
         """Logarithm of :meth:`predict_proba`.
@@ -393,13 +475,14 @@ class LinearSVC(_ClassifierBase):
     ----------
     classes_ : ndarray of shape (n_classes,)
         Class labels.
-    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    coef_ : ndarray or scipy.sparse matrix of shape (1, n_features) or (n_classes, n_features)
         Coefficients, float64 also for float32 ``X`` (and so is
-        ``decision_function``), as scikit-learn's LinearSVC gives.
+        ``decision_function``), as scikit-learn's LinearSVC gives.  A CSR
+        matrix after :meth:`sparsify`.
     intercept_ : ndarray of shape (1,) or (n_classes,), or float
         Intercepts, float64; ``0.0`` without ``fit_intercept``, as in
-        scikit-learn.
-{_ATTRS_DOC}
+        scikit-learn.\
+{_N_ITER_INT_DOC}{_ATTRS_DOC}
     See Also
     --------
     LogisticRegression : Probabilistic classifier.
@@ -481,4 +564,10 @@ class LinearSVC(_ClassifierBase):
         self : LinearSVC
             The fitted estimator.
         """
+        self._check_penalty()
         return self._fit(X, y, sample_weight)
+
+    def _set_run(self, result):
+        # an int, as scikit-learn's LinearSVC gives (liblinear's largest count)
+        super()._set_run(result)
+        self.n_iter_ = int(result.n_iter)

@@ -48,7 +48,23 @@ _PENALTY_DOC = """
         the optimum's are, and the intercept is free; not for the hinge
         loss.
     l1_ratio : float in [0, 1], optional
-        The L1 part of ``penalty="elasticnet"``."""
+        The L1 part of ``penalty="elasticnet"``.  With ``"l1"`` or ``"l2"``
+        a value that contradicts the penalty is ignored, with scikit-learn's
+        ``UserWarning``."""
+
+#: LogisticRegression's: scikit-learn ≥ 1.8 chooses the penalty by l1_ratio
+_PENALTY_AUTO_DOC = """
+    penalty : {"auto", "l2", "l1", "elasticnet"}, default="auto"
+        The penalty: ``½‖w‖²``, ``‖w‖₁`` or ``l1_ratio ‖w‖₁ + (1 − l1_ratio)
+        ½‖w‖²`` (scikit-learn's; see the user guide's *Sparse models: L1 and
+        elastic-net*).  ``"auto"`` chooses it by ``l1_ratio``, as
+        scikit-learn 1.8 and later do: ``"l2"`` for None or 0, ``"l1"`` for
+        1, ``"elasticnet"`` between.  With an L1 part, coefficients are
+        exactly 0 where the optimum's are, and the intercept is free.
+    l1_ratio : float in [0, 1], optional
+        The L1 part of the penalty.  With ``penalty="l1"`` or ``"l2"`` a
+        value that contradicts it is ignored, with scikit-learn's
+        ``UserWarning``."""
 
 _CLASS_WEIGHT_DOC = """
     class_weight : dict or "balanced", optional
@@ -149,9 +165,35 @@ daskelastic.policies.StragglerPolicy, default="preempt"
         embedded cluster when there is no client).
 """
 
+#: ``n_iter_`` as each scikit-learn counterpart gives it
+_N_ITER_ARRAY_DOC = """
+    n_iter_ : ndarray of shape (1,), int32
+        Committed CoCoA+ rounds, in scikit-learn's LogisticRegression's shape."""
+
+_N_ITER_INT_DOC = """
+    n_iter_ : int
+        Committed CoCoA+ rounds (an int, as scikit-learn's)."""
+
+_N_ITER_TARGETS_DOC = """
+    n_iter_ : ndarray of shape (n_targets,), int32
+        Committed CoCoA+ rounds, one entry per target as scikit-learn's
+        iterative Ridge solvers give (the targets share the rounds, so the
+        entries are equal)."""
+
+_N_ITER_CD_DOC = """
+    n_iter_ : int or list of int
+        Committed CoCoA+ rounds, or passes of the Gram solver (see
+        ``solver_``): an int for one target, a list with one (equal) entry
+        per target otherwise, as scikit-learn's.
+    dual_gap_ : float or ndarray of shape (n_targets,)
+        The duality gap of the returned coefficients in the objective's own
+        units, as scikit-learn's: an upper bound of their objective's excess
+        over the optimum's.  An array for several targets, each entry the
+        gap summed over all targets (the solvers fit them together), which
+        bounds each target's own.  ``duality_gap_`` is the same gap relative
+        to the objective."""
+
 _ATTRS_DOC = """
-    n_iter_ : ndarray of shape (1,)
-        Committed CoCoA+ rounds.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -164,7 +206,7 @@ _ATTRS_DOC = """
         larger than ``n_features_in_``.  Categories not seen in ``fit`` set
         no feature at prediction.
     history_ : list of dict
-        One entry per round, ``n_iter_ + 1`` in all: the last is the round
+        One entry per round, one more than ``n_iter_`` counts: the last is the round
         whose start met ``tol`` (or the one after ``max_iter`` rounds), whose
         proposals are discarded (its ``step`` is 0); ``duality_gap_`` is its
         gap.  The keys: ``round``, ``worker_rows`` (rows each worker holds),

@@ -17,13 +17,16 @@ from sklearn.utils._param_validation import (  # no public names exist
 from sklearn.utils.validation import column_or_1d
 
 from ..session import client_context, current_client
-from ..targets import TargetEncoder, not_finite
+from ..targets import TargetEncoder, not_finite, sums_overflow
 from ._base import _CoCoABase, _validated_fit
 from ._docs import (
     _ATTRS_DOC,
     _COMMON_HEAD,
     _COMMON_TAIL,
     _INTERCEPT_DOC,
+    _N_ITER_CD_DOC,
+    _N_ITER_INT_DOC,
+    _N_ITER_TARGETS_DOC,
     _SOLVER_ATTR_DOC,
     _SOLVER_DOC,
 )
@@ -104,6 +107,11 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
         self.coef_ = coef
         self.intercept_ = intercept
         self._set_run(result)
+        # (the Gram solver marks its history's entries)
+        self.solver_ = result.history[-1].get("solver", "cocoa")
+
+    def _n_targets(self):
+        return 1 if np.ndim(self.coef_) == 1 else np.shape(self.coef_)[0]
 
     def predict(self, X: MatrixLike) -> ArrayResult:
         """Predict targets.
@@ -139,8 +147,7 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
             The coefficient of determination, averaged over the targets; for
             dask ``X`` summed on the workers, block by block.
         """
-        n_targets = 1 if np.ndim(self.coef_) == 1 else np.shape(self.coef_)[0]
-        score = self._score_dask("r2", X, y, sample_weight, n_targets)
+        score = self._score_dask("r2", X, y, sample_weight, self._n_targets())
         if score is None:
             score = super().score(X, in_memory(y), in_memory(sample_weight))
         return score
@@ -176,8 +183,10 @@ class Ridge(_LinearRegressor):
         Intercepts, including the targets' weighted mean: a scalar for ``y``
         of shape (n,), an array for ``y`` of shape (n, n_targets) (also
         (n, 1)), of the dtype of ``coef_``; ``0.0`` without
-        ``fit_intercept``.
-{_ATTRS_DOC}
+        ``fit_intercept``.\
+{_N_ITER_TARGETS_DOC}{_ATTRS_DOC}    solver_ : {{"cocoa"}}
+        The solver the fit ran (scikit-learn's Ridge names the one it chose).
+
     See Also
     --------
     sklearn.linear_model.Ridge : The single-machine estimator.
@@ -226,6 +235,12 @@ class Ridge(_LinearRegressor):
 
     def _C(self):
         return 1.0 / self.alpha
+
+    def _set_run(self, result):
+        # scikit-learn's iterative Ridge solvers count per target; here the
+        # targets share the rounds
+        super()._set_run(result)
+        self.n_iter_ = np.full(self._n_targets(), result.n_iter, dtype=np.int32)
 
     @_validated_fit
     def fit(self, X: MatrixLike, y: VectorLike,
@@ -277,8 +292,8 @@ class ElasticNet(_LinearRegressor):
         Coefficients, with exact zeros; shape (n_features,) for one target.
         float32 for float32 ``X``, else float64.
     intercept_ : float or ndarray of shape (n_targets,)
-        Intercepts; ``0.0`` without ``fit_intercept``.
-{_ATTRS_DOC}{_SOLVER_ATTR_DOC}
+        Intercepts; ``0.0`` without ``fit_intercept``.\
+{_N_ITER_CD_DOC}{_ATTRS_DOC}{_SOLVER_ATTR_DOC}
     See Also
     --------
     Lasso : The pure L1 penalty.
@@ -371,7 +386,10 @@ class ElasticNet(_LinearRegressor):
             sums = gram_sums(X, Y, sw)
             workers = 1
         if not all(np.all(np.isfinite(a)) for a in (sums.xx, sums.xy, sums.yy)):
-            raise not_finite("X, y or sample_weight")
+            # input in memory was checked finite: its sums overflowed; dask
+            # blocks are not checked before they are summed
+            raise not_finite("X, y or sample_weight") if dask_input \
+                else sums_overflow("X, y and sample_weight")
         free = problem.free_intercept
         if free:
             sums, x_mean, y_mean = sums.centred()
@@ -400,10 +418,15 @@ class ElasticNet(_LinearRegressor):
                 ConvergenceWarning, stacklevel=4)
         return FitResult(coef, n_iter, converged, objective, history)
 
-    def _set_fitted(self, result, encoder, problem, dtype):
-        super()._set_fitted(result, encoder, problem, dtype)
-        # (the Gram solver marks its history's entries)
-        self.solver_ = result.history[-1].get("solver", "cocoa")
+    def _set_run(self, result):
+        # scikit-learn's ElasticNet fits its targets one by one: an int and a
+        # float for one target, a list and an array for several.  Here they
+        # share the passes, and the gap is their sum, which bounds each one's
+        super()._set_run(result)
+        m = self._n_targets()
+        gap = self.coef_.dtype.type(result.objective.gap)   # (in coef_'s dtype, as theirs)
+        self.n_iter_ = int(result.n_iter) if m == 1 else [int(result.n_iter)] * m
+        self.dual_gap_ = gap if m == 1 else np.full(m, gap)
 
     def _penalties(self, n):
         # scikit-learn's objective is already divided by n
@@ -456,9 +479,10 @@ class Lasso(ElasticNet):
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
         Coefficients, with exact zeros; shape (n_features,) for one target.
+        float32 for float32 ``X``, else float64.
     intercept_ : float or ndarray of shape (n_targets,)
-        Intercepts; ``0.0`` without ``fit_intercept``.
-{_ATTRS_DOC}{_SOLVER_ATTR_DOC}
+        Intercepts; ``0.0`` without ``fit_intercept``.\
+{_N_ITER_CD_DOC}{_ATTRS_DOC}{_SOLVER_ATTR_DOC}
     See Also
     --------
     ElasticNet : An L2 part too.
@@ -538,10 +562,13 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-        Coefficients on the log scale, float64.
+        Coefficients on the log scale: float32 for float32 ``X`` (the solver
+        computes in float64 and rounds them), as scikit-learn's
+        PoissonRegressor gives; float64 otherwise.
     intercept_ : float
-        The intercept; ``0.0`` without ``fit_intercept``.
-{_ATTRS_DOC}
+        The intercept, a numpy scalar of ``coef_``'s dtype; ``0.0`` without
+        ``fit_intercept``.\
+{_N_ITER_INT_DOC}{_ATTRS_DOC}
     See Also
     --------
     sklearn.linear_model.PoissonRegressor : The single-machine estimator.
@@ -626,12 +653,14 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
         return TargetEncoder(n_targets=1)
 
     def _set_fitted(self, result, encoder, problem, dtype):
+        # X's float dtype, as scikit-learn's PoissonRegressor gives
         d = problem.n_features
         w = result.w
-        self.coef_ = np.ascontiguousarray(w[:d, 0], dtype=np.float64)
-        self.intercept_ = float(problem.intercept_scaling * w[d, 0]) \
+        self.coef_ = np.ascontiguousarray(w[:d, 0], dtype=dtype)
+        self.intercept_ = dtype(problem.intercept_scaling * w[d, 0]) \
             if self.fit_intercept else 0.0
         self._set_run(result)
+        self.n_iter_ = int(result.n_iter)   # an int, as scikit-learn's lbfgs count
 
     @_validated_fit
     def fit(self, X: MatrixLike, y: VectorLike,
@@ -667,7 +696,8 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
             The predicted means; lazy for dask input, and on the index of a
             dask DataFrame.
         """
-        return map_predictions(self._decision(X), np.exp, dtype=np.float64)
+        scores = self._decision(X)
+        return map_predictions(scores, np.exp, dtype=getattr(scores, "dtype", np.float64))
 
     def score(self, X: MatrixLike, y: VectorLike,
               sample_weight: VectorLike | None = None) -> float:
