@@ -36,21 +36,39 @@ def _primal(loss, X, y, coef):
                             lambda_from_C(C, n))
 
 
+@pytest.fixture(scope="module")
+def sklearn_primal():
+    """``(loss, table) -> (X, y, primal of scikit-learn's fit)``, each fit once per module.
+
+    (liblinear's hinge fit on flights runs its 100k epochs: ~10 s, the same for
+    every ``chunks``.)
+    """
+    fits = {}
+
+    def primal(loss, table, request):
+        if (loss, table) not in fits:
+            X, y = request.getfixturevalue(table)
+            y = y.astype(float) if loss == "squared" else y
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                sk = CASES[loss][1]().fit(X, y)
+            fits[loss, table] = X, y, _primal(loss, X, y, sk.coef_)
+        return fits[loss, table]
+
+    return primal
+
+
 @pytest.mark.parametrize("loss", list(CASES))
 @pytest.mark.parametrize("table", ["flights_small", "fertility_small"])
 @pytest.mark.parametrize("chunks", [1, 4])
-def test_single_worker_fit_matches_sklearn_optimum(loss, table, chunks, request):
-    X, y = request.getfixturevalue(table)
-    y = y.astype(float) if loss == "squared" else y
-    ours_factory, sk_factory = CASES[loss]
+def test_single_worker_fit_matches_sklearn_optimum(loss, table, chunks, request,
+                                                   sklearn_primal):
+    X, y, p_sk = sklearn_primal(loss, table, request)
+    ours_factory, _ = CASES[loss]
     ours = ours_factory().set_params(tol=1e-7, max_iter=20_000, backend="inprocess",
                                      chunks_per_worker=chunks, random_state=0)
     ours.fit(X, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        sk = sk_factory().fit(X, y)
     p_ours = _primal(loss, X, y, ours.coef_)
-    p_sk = _primal(loss, X, y, sk.coef_)
     assert ours.duality_gap_ <= 1e-6
     assert ours.history_[-1]["primal"] == pytest.approx(p_ours, rel=1e-10)
     # both sides of the certificate: ours is as good as sklearn's, and sklearn's
