@@ -29,9 +29,16 @@ def _numba_env(**env):
 
 @nox.session(python=PYTHON)
 def tests(session):
-    """The default test suite (slow tests excluded): real LocalCluster, real kernels."""
+    """The default test suite (slow tests excluded): real LocalCluster, real kernels.
+
+    Two pytest-xdist workers, each running whole files (``--dist loadfile``):
+    a cold numba cache makes much of the run single-threaded compiling, which
+    the second core takes half of.  ``nox -s tests -- -n 0`` runs it in one
+    process.
+    """
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "not slow", *session.posargs, env=_numba_env())
+    session.run("pytest", "-m", "not slow", "-n", "2", "--dist", "loadfile", *session.posargs,
+                env=_numba_env())
 
 
 @nox.session(python=PYTHON)
