@@ -264,3 +264,15 @@ def test_max_iter_warns_and_still_certifies(binary):
         clf = de.LogisticRegression(tol=1e-14, max_iter=2).fit(X, y)
     assert clf.n_iter_[0] == 2 and len(clf.history_) == 3
     assert clf.duality_gap_ == clf.history_[-1]["duality_gap"] > 0
+
+
+@pytest.mark.parametrize("Estimator", [de.Ridge, de.Lasso, de.ElasticNet])
+def test_positive_is_refused_with_what_fits_it(Estimator):
+    # scikit-learn's parameter, accepted by name; no solver here certifies
+    # the constrained problem yet
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    with pytest.raises(ValueError, match=rf"positive=True .*sklearn\.linear_model\."
+                                         rf"{Estimator.__name__}\(positive=True\)"):
+        Estimator(positive=True, backend="inprocess").fit(X, X[:, 0])
+    assert Estimator().get_params()["positive"] is False

@@ -113,6 +113,18 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
     def _n_targets(self):
         return 1 if np.ndim(self.coef_) == 1 else np.shape(self.coef_)[0]
 
+    def _check_positive(self):
+        """Refuse ``positive=True``, naming what fits it instead."""
+        if self.positive:
+            # a projected coordinate step needs its own certificate (the gap
+            # of the constrained problem) in every solver: not there yet
+            name = type(self).__name__
+            raise ValueError(
+                f"positive=True is not available in daskelastic's {name}: its solvers "
+                "have no certified step for non-negative coefficients yet. Fit "
+                f"sklearn.linear_model.{name}(positive=True) in memory, or "
+                "scipy.optimize.nnls for least squares")
+
     def predict(self, X: MatrixLike) -> ArrayResult:
         """Predict targets.
 
@@ -171,7 +183,11 @@ class Ridge(_LinearRegressor):
     ----------
     alpha : float, default=1.0
         Regularisation strength (must be positive).\
-{_COMMON_HEAD}{_INTERCEPT_DOC}{_COMMON_TAIL}
+{_COMMON_HEAD}{_INTERCEPT_DOC}
+    positive : bool, default=False
+        scikit-learn's constraint of non-negative coefficients; ``True`` is
+        refused with a ``ValueError`` that names what fits it (scikit-learn's
+        estimator in memory).{_COMMON_TAIL}
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
@@ -205,11 +221,12 @@ class Ridge(_LinearRegressor):
     _parameter_constraints = {
         **_CoCoABase._parameter_constraints,
         "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+        "positive": ["boolean"],
     }
 
     def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
-                 intercept_scaling=1.0, penalize_intercept=True, random_state=None, verbose=0,
-                 warm_start=False,
+                 intercept_scaling=1.0, penalize_intercept=True, positive=False,
+                 random_state=None, verbose=0, warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
                  straggler_policy="preempt", scaling_policy=None):
@@ -219,6 +236,7 @@ class Ridge(_LinearRegressor):
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.penalize_intercept = penalize_intercept
+        self.positive = positive
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
@@ -261,6 +279,7 @@ class Ridge(_LinearRegressor):
         self : Ridge
             The fitted estimator.
         """
+        self._check_positive()
         return self._fit(X, y, sample_weight)
 
 
@@ -285,7 +304,11 @@ class ElasticNet(_LinearRegressor):
     l1_ratio : float in [0, 1], default=0.5
         The L1 part of the penalty: 1 is the Lasso, 0 Ridge's penalty (then
         with ``alpha`` in this class's units: ``Ridge(alpha=n·alpha)``).\
-{_COMMON_HEAD.replace("default=200", "default=1000")}{_SOLVER_DOC}{_COMMON_TAIL}
+{_COMMON_HEAD.replace("default=200", "default=1000")}{_SOLVER_DOC}
+    positive : bool, default=False
+        scikit-learn's constraint of non-negative coefficients; ``True`` is
+        refused with a ``ValueError`` that names what fits it (scikit-learn's
+        estimator in memory).{_COMMON_TAIL}
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
@@ -316,6 +339,7 @@ class ElasticNet(_LinearRegressor):
         "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
         "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both")],
         "solver": [StrOptions({"auto", "gram", "cocoa"})],
+        "positive": ["boolean"],
     }
 
     # not parameters: the intercept is free, centred away as scikit-learn's is
@@ -323,8 +347,8 @@ class ElasticNet(_LinearRegressor):
     intercept_scaling = 1.0
 
     def __init__(self, alpha=1.0, *, l1_ratio=0.5, tol=1e-4, max_iter=1000,
-                 fit_intercept=True, solver="auto", random_state=None, verbose=0,
-                 warm_start=False,
+                 fit_intercept=True, solver="auto", positive=False, random_state=None,
+                 verbose=0, warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
                  straggler_policy="preempt", scaling_policy=None):
@@ -334,6 +358,7 @@ class ElasticNet(_LinearRegressor):
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
         self.solver = solver
+        self.positive = positive
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
@@ -452,6 +477,7 @@ class ElasticNet(_LinearRegressor):
         self
             The fitted estimator.
         """
+        self._check_positive()
         if sample_weight is not None:
             if _is_dask_collection(sample_weight):
                 sample_weight = sample_weight / sample_weight.mean()
@@ -474,7 +500,11 @@ class Lasso(ElasticNet):
     ----------
     alpha : float, default=1.0
         Regularisation strength (must be positive).\
-{_COMMON_HEAD.replace("default=200", "default=1000")}{_SOLVER_DOC}{_COMMON_TAIL}
+{_COMMON_HEAD.replace("default=200", "default=1000")}{_SOLVER_DOC}
+    positive : bool, default=False
+        scikit-learn's constraint of non-negative coefficients; ``True`` is
+        refused with a ``ValueError`` that names what fits it (scikit-learn's
+        estimator in memory).{_COMMON_TAIL}
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
@@ -503,7 +533,8 @@ class Lasso(ElasticNet):
         k: v for k, v in ElasticNet._parameter_constraints.items() if k != "l1_ratio"}
 
     def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=1000, fit_intercept=True,
-                 solver="auto", random_state=None, verbose=0, warm_start=False, client=None,
+                 solver="auto", positive=False, random_state=None, verbose=0,
+                 warm_start=False, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
                  gamma=1.0, sigma=None, acceleration="auto", straggler_policy="preempt",
                  scaling_policy=None):
@@ -512,6 +543,7 @@ class Lasso(ElasticNet):
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
         self.solver = solver
+        self.positive = positive
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
