@@ -29,7 +29,7 @@ from distributed.deploy.adaptive import Adaptive
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 
-from . import config
+from . import _distributed, config
 
 __all__ = ["ElasticAdaptive", "ElasticSchedulerPlugin", "PLUGIN_NAME", "install_plugin",
            "publish_fit", "end_fit", "elastic_state", "retire_released"]
@@ -61,16 +61,23 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
     name = PLUGIN_NAME
     idempotent = True
 
-    def __init__(self):
+    def __init__(self, preloaded=False):
         self.fits = {}
         self.adaptive_seen = None
+        self.adaptive_maximum = None
+        self.preloaded = bool(preloaded)
         self.scheduler = None
+        self._dask_methods = None
 
     async def start(self, scheduler):
         self.attach(scheduler)
 
     def attach(self, scheduler):
-        """Serve the ``daskelastic_state`` handler of ``scheduler``.
+        """Serve the ``daskelastic_state`` handler of ``scheduler``, and its autoscalers.
+
+        ``Scheduler.adaptive_target`` and ``Scheduler.workers_to_close`` are
+        answered by :meth:`adaptive_target` and :meth:`workers_to_close`
+        while the plugin is attached (see :mod:`daskelastic._distributed`).
 
         Parameters
         ----------
@@ -79,14 +86,23 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         """
         self.scheduler = scheduler
         scheduler.handlers["daskelastic_state"] = self._state
+        self._dask_methods = _distributed.serve_scaling(
+            scheduler, self.adaptive_target, self.workers_to_close)
 
     def detach(self):
-        """Stop serving the handler (the plugin is being removed)."""
+        """Stop serving the handler and the autoscalers (the plugin is being removed)."""
         if self.scheduler is not None:
             self.scheduler.handlers.pop("daskelastic_state", None)
+            if self._dask_methods is not None:
+                _distributed.restore_scaling(self.scheduler, self._dask_methods)
+                self._dask_methods = None
 
     def adaptive_attached(self):
-        """Whether an :class:`ElasticAdaptive` asked for the state recently.
+        """Whether an autoscaler asked the scheduler recently.
+
+        An :class:`ElasticAdaptive` asking for the state, or any autoscaler
+        asking ``adaptive_target`` (the HTTP route
+        ``/api/v1/adaptive_target``, the RPC, ``distributed.deploy.Adaptive``).
 
         Returns
         -------
@@ -95,6 +111,77 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         """
         return (self.adaptive_seen is not None
                 and time.monotonic() - self.adaptive_seen < _ADAPTIVE_FRESH)
+
+    def fits_target(self):
+        """The workers the running fits want (the sum of their targets); None without fits.
+
+        Returns
+        -------
+        int or None
+        """
+        if not self.fits:
+            return None
+        return sum(fit["target"] for fit in self.fits.values())
+
+    def adaptive_target(self, target_duration=None):
+        """``Scheduler.adaptive_target``: the fits' target while fits run, else Dask's.
+
+        A fit's rounds are calls to its actors, which the scheduler's
+        task-based estimate does not see: without this, an autoscaler that
+        asks the scheduler (the dask-kubernetes operator polls
+        ``/api/v1/adaptive_target``) would scale an idle-looking cluster
+        down under a running fit.
+
+        Parameters
+        ----------
+        target_duration : str or float, optional
+            Passed to Dask's own estimate when no fit runs.
+
+        Returns
+        -------
+        int
+            Workers the cluster should have.
+        """
+        self.adaptive_seen = time.monotonic()
+        wanted = self.fits_target()
+        if wanted is None:
+            return self._dask_methods[0](target_duration)
+        return wanted
+
+    def workers_to_close(self, memory_ratio=None, n=None, key=None, minimum=None,
+                         target=None, attribute="address"):
+        """``Scheduler.workers_to_close``: the workers fits let go first, never a holder.
+
+        ``POST /api/v1/retire_workers {"n": k}`` and the operator's RPC
+        fallback pick the workers to retire with it.  Without running fits
+        it is Dask's own choice (which :meth:`valid_workers_downscaling`
+        already filters).
+
+        Parameters
+        ----------
+        memory_ratio, n, key, minimum, target, attribute
+            As ``distributed.Scheduler.workers_to_close``.
+
+        Returns
+        -------
+        list
+            The workers' ``attribute`` (addresses by default).
+        """
+        dask_choice = self._dask_methods[1](memory_ratio=memory_ratio, n=n, key=key,
+                                            minimum=minimum, target=target,
+                                            attribute="address")
+        if self.fits:
+            workers = self.scheduler.workers
+            if n is None and target is not None:
+                n = max(len(workers) - target, 0)
+            holders = self.holders()
+            released = [a for fit in self.fits.values() for a in fit["released"]]
+            out = [a for a in dict.fromkeys(released + list(dask_choice))
+                   if a in workers and a not in holders]
+            if minimum is not None:
+                out = out[: max(len(workers) - minimum, 0)]
+            dask_choice = out if n is None else out[:n]
+        return [getattr(self.scheduler.workers[a], attribute) for a in dask_choice]
 
     def _fit_update(self, fit_id=None, placement=None, target=None, released=None):
         """Record (or replace) what fit ``fit_id`` holds and wants."""
@@ -118,10 +205,12 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         return {w for fit in self.fits.values() for w, cids in fit["placement"].items()
                 if cids}
 
-    def _state(self, adaptive=False):
-        """The running fits, with worker names; ``adaptive=True`` marks an attached Adaptive."""
+    def _state(self, adaptive=False, maximum=None):
+        """The running fits, with worker names; ``adaptive=True`` marks an attached
+        Adaptive, ``maximum`` its bound on the workers."""
         if adaptive:
             self.adaptive_seen = time.monotonic()
+            self.adaptive_maximum = maximum
         workers = self.scheduler.workers if self.scheduler is not None else {}
         fits = {}
         for fit_id, fit in self.fits.items():
@@ -129,7 +218,8 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
                 workers[a].name for a in fit["released"] if a in workers])
         holders = sorted(self.holders())
         return {"fits": fits, "adaptive": self.adaptive_attached(), "holders": holders,
-                "holder_names": [workers[a].name for a in holders if a in workers]}
+                "holder_names": [workers[a].name for a in holders if a in workers],
+                "maximum": self.adaptive_maximum if self.adaptive_attached() else None}
 
     def valid_workers_downscaling(self, scheduler, workers):
         """Of the candidate ``workers``, those holding no chunks of a running fit.
@@ -150,14 +240,31 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         return [ws for ws in workers if ws.address not in holders]
 
 
-def _plugin_on(scheduler, install):
+def _plugin_on(scheduler, install, preloaded=False):
     """The scheduler's :class:`ElasticSchedulerPlugin`; installed first with ``install``."""
     plugin = scheduler.plugins.get(PLUGIN_NAME)
     if plugin is None and install:
-        plugin = ElasticSchedulerPlugin()
+        plugin = ElasticSchedulerPlugin(preloaded=preloaded)
         plugin.attach(scheduler)
         scheduler.add_plugin(plugin, name=PLUGIN_NAME)
     return plugin
+
+
+def dask_setup(scheduler):
+    """Install the :class:`ElasticSchedulerPlugin` as the scheduler starts, for good.
+
+    The hook of ``dask scheduler --preload daskelastic.adaptive``
+    (https://docs.dask.org/en/stable/how-to/customize-initialization.html):
+    with it, an autoscaler that polls the scheduler (the dask-kubernetes
+    operator) is seen before the first fit, which then waits for the
+    workers it asks for.
+
+    Parameters
+    ----------
+    scheduler : distributed.Scheduler
+        The scheduler starting.
+    """
+    _plugin_on(scheduler, True, preloaded=True)
 
 
 def _publish_on_scheduler(fit_id, placement, target, released, dask_scheduler=None):
@@ -169,7 +276,7 @@ def _end_on_scheduler(fit_id, dask_scheduler=None):
     if plugin is None:
         return
     plugin._fit_end(fit_id)
-    if not plugin.fits and not plugin.adaptive_attached():
+    if not plugin.fits and not plugin.adaptive_attached() and not plugin.preloaded:
         plugin.detach()
         dask_scheduler.remove_plugin(name=PLUGIN_NAME)
 
@@ -177,7 +284,8 @@ def _end_on_scheduler(fit_id, dask_scheduler=None):
 def _state_on_scheduler(dask_scheduler=None):
     plugin = _plugin_on(dask_scheduler, False)
     if plugin is None:
-        return {"fits": {}, "adaptive": False, "holders": [], "holder_names": []}
+        return {"fits": {}, "adaptive": False, "holders": [], "holder_names": [],
+                "maximum": None}
     return plugin._state()
 
 
@@ -338,13 +446,14 @@ class ElasticAdaptive(Adaptive):
     async def _elastic_state(self):
         if self._plugin_ready:
             try:
-                return await self.scheduler.daskelastic_state(adaptive=True)
+                return await self.scheduler.daskelastic_state(adaptive=True,
+                                                              maximum=self.maximum)
             except Exception:  # noqa: BLE001 - removed while no fit ran: install again
                 self._plugin_ready = False
         await self.scheduler.register_scheduler_plugin(
             plugin=dumps(ElasticSchedulerPlugin()), name=PLUGIN_NAME, idempotent=True)
         self._plugin_ready = True
-        return await self.scheduler.daskelastic_state(adaptive=True)
+        return await self.scheduler.daskelastic_state(adaptive=True, maximum=self.maximum)
 
     async def target(self):
         """The number of workers the cluster should have.

@@ -22,7 +22,10 @@ class CliCluster:
     whatever the test did.  ``address`` is the scheduler's.
     """
 
-    def __init__(self, directory, n_workers=2, *, memory_limit="2GB", timeout=60.0):
+    def __init__(self, directory, n_workers=2, *, memory_limit="2GB", timeout=60.0,
+                 scheduler_env=None, preload=None):
+        self.scheduler_env = dict(scheduler_env or {})
+        self.preload = preload
         self.directory = Path(directory)
         self.n_workers = n_workers
         self.memory_limit = memory_limit
@@ -30,13 +33,15 @@ class CliCluster:
         self.scheduler_file = self.directory / "scheduler.json"
         self.scheduler = None
         self.workers = []
+        self.named = {}
         self._logs = []
 
     def __enter__(self):
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
+            extra = ("--preload", self.preload) if self.preload else ()
             self.scheduler = self._start("scheduler", "--port", "0", "--dashboard-address",
-                                         "127.0.0.1:0")
+                                         "127.0.0.1:0", *extra, env=self.scheduler_env)
             deadline = time.monotonic() + self.timeout
             while not self.scheduler_file.exists():
                 if self.scheduler.poll() is not None or time.monotonic() > deadline:
@@ -58,6 +63,16 @@ class CliCluster:
         """The scheduler's address, from its scheduler file."""
         return json.loads(self.scheduler_file.read_text())["address"]
 
+    @property
+    def http_address(self):
+        """The scheduler's HTTP server (dashboard and ``/api/v1``), as ``http://host:port``."""
+        info = json.loads(self.scheduler_file.read_text())
+        return f"http://127.0.0.1:{info['services']['dashboard']}"
+
+    def running_workers(self):
+        """``{name: Popen}`` of the worker processes still running."""
+        return {name: w for name, w in self.named.items() if w.poll() is None}
+
     def add_worker(self):
         """Start one single-threaded ``dask worker`` process (under its nanny); its Popen."""
         n = len(self.workers)
@@ -67,6 +82,7 @@ class CliCluster:
                              "--local-directory", str(self.directory / f"worker-{n}"),
                              command="worker")
         self.workers.append(worker)
+        self.named[f"cli-{n}"] = worker
         return worker
 
     def stop_worker(self, worker, sig=signal.SIGTERM):
@@ -87,14 +103,14 @@ class CliCluster:
         for log in self._logs:
             log.close()
 
-    def _start(self, name, *args, command="scheduler"):
+    def _start(self, name, *args, command="scheduler", env=None):
         if command == "scheduler":
             args = ("--host", "127.0.0.1", "--scheduler-file", str(self.scheduler_file)) + args
         else:
             args = ("--host", "127.0.0.1") + args
         log = open(self.directory / f"{name}.log", "wb")   # closed in close()
         self._logs.append(log)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         return subprocess.Popen([sys.executable, "-m", "dask", command, *args],
                                 stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=self.directory)

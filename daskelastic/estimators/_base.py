@@ -321,6 +321,13 @@ class _CoCoABase(BaseEstimator):
                                       UserWarning, stacklevel=3)
                 backend = DaskBackend(client, problem, workers=workers,
                                       owns_cluster=owns_cluster)
+                if self.scaling_policy is not None:
+                    # an elastic fit asks an autoscaler for the workers it
+                    # would use: an idle period may have scaled the cluster down
+                    wanted = self.n_workers or config.get("elastic.workers-wanted")
+                    if dask_input:
+                        wanted = min(wanted, len(X.chunks[0]))
+                    backend.ask_for_workers(wanted)
                 if dask_input:
                     backend.load_dask(X, Y, sw, encoder, persisted=held)
                     held.clear()   # the blocks live in the workers' solvers now

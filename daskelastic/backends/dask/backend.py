@@ -147,6 +147,7 @@ class DaskBackend(_Loading, _Elasticity, _Recovery, ElasticBackend):
         self.chunk_sizes = {}  # chunk id -> rows
         self._source = None    # how to re-read lost chunks
         self.released = []     # workers this fit let go
+        self.wanted = None     # workers asked of an autoscaler (see ask_for_workers)
         self.lost = []         # workers that died during this fit
         self._published = False
         self._sq_norm_sum = None   # Σ ‖x_i‖² of the data, from the load tasks

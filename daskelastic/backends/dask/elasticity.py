@@ -1,11 +1,12 @@
 """Changing a fit's workers between rounds: moves of chunks with their ``α``, joins, release."""
 
+import time
 import uuid
 import warnings
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from ... import adaptive
+from ... import adaptive, config
 from ...driver import ConnectionLost
 from .calls import (
     ask_scheduler,
@@ -19,6 +20,10 @@ from .worker import (
 )
 
 __all__ = []
+
+#: Seconds without a new worker, after one joined, that end the wait of
+#: ``ask_for_workers``.
+_JOIN_SETTLE = 5.0
 
 
 class _Elasticity:
@@ -43,13 +48,64 @@ class _Elasticity:
         Parameters
         ----------
         target : int, optional
-            The fit's target number of workers; by default the number of
-            workers holding chunks.
+            The fit's target number of workers; by default the workers it
+            asked for (:meth:`ask_for_workers`), else the number of workers
+            holding chunks.
         """
         self._published = True
+        if target is None:
+            target = max(len(self.placement), self.wanted or 0)
         ask_scheduler("publishing the fit's placement", adaptive.publish_fit,
-                      self.client, self.fit_id, self.placement,
-                      len(self.placement) if target is None else target, self.released)
+                      self.client, self.fit_id, self.placement, target, self.released)
+
+    def ask_for_workers(self, wanted, timeout=None):
+        """Ask the cluster's autoscaler for ``wanted`` workers; wait for them if one listens.
+
+        Before the data loads: the fit publishes ``wanted`` as its target, so
+        an autoscaler that asks the scheduler (an
+        :class:`~daskelastic.ElasticAdaptive`, or one polling
+        ``/api/v1/adaptive_target``) scales the cluster up, and a cluster that
+        an idle period scaled down comes back before the first round.  Where
+        such an autoscaler asked recently, this waits up to ``timeout``
+        seconds for the workers (``daskelastic.elastic.worker-wait``), then
+        places the data on those there; workers that join later are taken
+        in between rounds (see :class:`~daskelastic.elastic.ElasticController`).
+        ``wanted`` is bounded by an ElasticAdaptive's ``maximum``.
+
+        Parameters
+        ----------
+        wanted : int
+            Workers the fit would use.
+        timeout : float, optional
+            Seconds to wait at most.
+
+        Returns
+        -------
+        int
+            The workers the fit will start on.
+        """
+        state = ask_scheduler("asking for the cluster's autoscaler", adaptive.elastic_state,
+                              self.client)
+        maximum = state.get("maximum")
+        if maximum is not None and maximum != float("inf"):
+            wanted = min(wanted, int(maximum))
+        self.wanted = max(int(wanted), 1)
+        self.publish()
+        if state["adaptive"] and len(self._workers) < self.wanted:
+            timeout = config.get("elastic.worker-wait") if timeout is None else timeout
+            now = time.monotonic()
+            deadline, settled = now + float(timeout), None
+            live = self.live_workers()
+            while len(live) < self.wanted and now < min(deadline, settled or deadline):
+                time.sleep(0.1)
+                now, count = time.monotonic(), len(live)
+                live = self.live_workers()
+                if len(live) > count:
+                    # an autoscaler starts the workers it decided on together:
+                    # once some came, a pause means the rest are not coming
+                    settled = now + _JOIN_SETTLE
+            self._workers = live[: self.wanted]
+        return len(self._workers)
 
     def live_workers(self):
         """Addresses of the workers the scheduler knows now.
@@ -170,6 +226,8 @@ class _Elasticity:
                 self._workers.remove(w)
             self.placement.pop(w, None)
         self.released.extend(w for w in workers if w not in self.released)
+        if target is not None:
+            self.wanted = target   # a scale-in's target replaces what was asked for
         if retire:
             # in the background: retirement waits for the scheduler to close
             # the workers, which the next rounds (on other workers) need not do
