@@ -293,6 +293,7 @@ def _demo(args):
 
 # -- fit ------------------------------------------------------------------------------
 def _fit(args):
+    import numpy as np
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.pipeline import Pipeline
 
@@ -349,7 +350,7 @@ def _fit(args):
     converged = est.duality_gap_ <= args.tol
     ended = "converged" if converged else \
         f"stopped at --max-iter ({_convergence_advice(args, fmt)})"
-    print(f"fit: {type(est).__name__} {ended} after {est.n_iter_[0]} rounds on "
+    print(f"fit: {type(est).__name__} {ended} after {max(np.ravel(est.n_iter_))} rounds on "
           f"{h['n_workers']} workers in {seconds:.1f}s; relative duality gap "
           f"{est.duality_gap_:.2e}")
     metric = "R²" if args.model == "ridge" else "accuracy"

@@ -37,7 +37,7 @@ for alpha in alphas:
     agree.append(np.array_equal(model.coef_ != 0, reference.coef_ != 0))
     print(f"alpha={alpha:<8.2g} non-zero: {np.count_nonzero(model.coef_):2d} "
           f"(scikit-learn {np.count_nonzero(reference.coef_):2d}), "
-          f"same support: {agree[-1]}, {model.solver_} passes {model.n_iter_[0]}")
+          f"same support: {agree[-1]}, {model.solver_} passes {model.n_iter_}")
 names = model.feature_encoder_.get_feature_names_out()
 print("kept at the largest alpha:", list(names[ours[0] != 0]))
 

@@ -43,7 +43,7 @@ for alpha in alphas:
         objective(sk.coef_, sk.intercept_, Xe, alpha)
     ours.append(model.score(X, y))
     theirs.append(sk.score(Xe, y))
-    print(f"alpha={alpha:<6.3g} {model.n_iter_[0]:>4} rounds, certified gap "
+    print(f"alpha={alpha:<6.3g} {model.n_iter_:>4} rounds, certified gap "
           f"{model.duality_gap_:.1e}; objective {mine:.6f} against scikit-learn's "
           f"{best:.6f} (relative difference {(mine - best) / best:+.1e}); D² {ours[-1]:.4f}")
 
