@@ -13,6 +13,15 @@ from daskelastic.backends.dask import scheduler_workers
 from daskelastic.driver import ConnectionLost
 
 
+def flights_rows(n_rows, min_count=20):
+    """The first ``n_rows`` real flights, one-hot CSR, the columns seen ``min_count`` times."""
+    from daskelastic.datasets import load_flights
+
+    X, y, _ = load_flights(n_rows=n_rows)
+    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= min_count
+    return X[:, keep].tocsr(), y
+
+
 def local_cluster(n, **kwargs):
     """A LocalCluster of ``n`` single-threaded worker processes (each under a nanny)."""
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True,

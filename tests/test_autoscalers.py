@@ -12,7 +12,6 @@ cluster really shrinking, lose no chunk holder and reach the optimum.
 import json
 import urllib.request
 
-import numpy as np
 import pytest
 from autoscalers import OperatorLoop
 from cli_cluster import CliCluster
@@ -21,7 +20,7 @@ from distributed import Client
 import daskelastic as de
 from daskelastic.adaptive import elastic_state
 
-from cluster_checks import live, local_cluster, wait_for
+from cluster_checks import flights_rows, live, local_cluster, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -38,11 +37,7 @@ C = 20.0
 @pytest.fixture(scope="module")
 def table():
     """150,000 real flights, one-hot CSR: a fit long enough for an autoscaler to act in."""
-    from daskelastic.datasets import load_flights
-
-    X, y, _ = load_flights(n_rows=150_000)
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
-    return X[:, keep].tocsr(), y
+    return flights_rows(150_000)
 
 
 @pytest.fixture(scope="module")

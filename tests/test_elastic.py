@@ -31,7 +31,7 @@ from daskelastic.session import _machine_workers
 from daskelastic.targets import TargetEncoder
 from daskelastic.testing import FixedSlowdown, ScheduledScaling, inject_stragglers
 
-from cluster_checks import InvariantChecker, live, local_cluster, wait_for
+from cluster_checks import InvariantChecker, flights_rows, live, local_cluster, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -336,11 +336,7 @@ def test_a_joining_worker_receives_chunks(table):
 @pytest.fixture(scope="module")
 def larger_table():
     """120,000 real flights: enough work per round for round times to tell."""
-    from daskelastic.datasets import load_flights
-
-    X, y, _ = load_flights(n_rows=120000)
-    keep = np.asarray((X != 0).sum(axis=0)).ravel() >= 20
-    return X[:, keep].tocsr(), y
+    return flights_rows(120_000)
 
 
 @pytest.fixture(scope="module")
