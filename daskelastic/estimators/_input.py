@@ -79,6 +79,13 @@ def _check_numeric(X, categorical=()):
         raise ValueError(f"X has dtype {X.dtype}: daskelastic fits numeric features")
 
 
+def _with_numpy_dtypes(frame):
+    """A pandas or dask dataframe with its extension-dtype columns as ``_numpy_dtype`` says."""
+    plain = {c: _numpy_dtype(t) for c, t in frame.dtypes.items()}
+    plain = {c: t for c, t in plain.items() if t is not None}
+    return frame.astype(plain) if plain else frame
+
+
 def _dask_to_array(X, name, lengths=True):
     """A dask array from a dask array/dataframe/series, with known row chunks if ``lengths``.
 
@@ -97,10 +104,7 @@ def _dask_to_array(X, name, lengths=True):
             if plain is not None:
                 X = X.astype(plain)
         else:
-            plain = {c: _numpy_dtype(t) for c, t in X.dtypes.items()}
-            plain = {c: t for c, t in plain.items() if t is not None}
-            if plain:
-                X = X.astype(plain)
+            X = _with_numpy_dtypes(X)
         # the lengths are counted on the array's own blocks below: dask's
         # ``to_dask_array(lengths=True)`` counts them on a separately optimised
         # graph, whose partitions can differ (a column read from Parquet fused

@@ -30,11 +30,9 @@ def _frame_values(frame):
     float32 stays float32; other numbers (and pandas' nullable dtypes, NA
     becoming NaN) become float64.
     """
-    from ._input import _numpy_dtype
+    from ._input import _with_numpy_dtypes
 
-    plain = {c: _numpy_dtype(t) for c, t in frame.dtypes.items()}
-    plain = {c: t for c, t in plain.items() if t is not None}
-    values = (frame.astype(plain) if plain else frame).to_numpy()
+    values = _with_numpy_dtypes(frame).to_numpy()
     return values if values.dtype in (np.float32, np.float64) else values.astype(np.float64)
 
 

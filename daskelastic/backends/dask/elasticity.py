@@ -93,17 +93,15 @@ class _Elasticity:
         self.publish()
         if state["adaptive"] and len(self._workers) < self.wanted:
             timeout = config.get("elastic.worker-wait") if timeout is None else timeout
-            now = time.monotonic()
-            deadline, settled = now + float(timeout), None
+            deadline = end = time.monotonic() + float(timeout)
             live = self.live_workers()
-            while len(live) < self.wanted and now < min(deadline, settled or deadline):
+            while len(live) < self.wanted and time.monotonic() < end:
                 time.sleep(0.1)
-                now, count = time.monotonic(), len(live)
-                live = self.live_workers()
+                count, live = len(live), self.live_workers()
                 if len(live) > count:
                     # an autoscaler starts the workers it decided on together:
                     # once some came, a pause means the rest are not coming
-                    settled = now + _JOIN_SETTLE
+                    end = min(deadline, time.monotonic() + _JOIN_SETTLE)
             self._workers = live[: self.wanted]
         return len(self._workers)
 
