@@ -49,6 +49,13 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
     chunks left).  Workers holding chunks of a fit are never valid to
     downscale.
 
+    Parameters
+    ----------
+    preloaded : bool, default=False
+        Whether the scheduler loaded the plugin at its start (``dask
+        scheduler --preload daskelastic.adaptive``): such a plugin stays when
+        the fits that would otherwise remove it end.
+
     Examples
     --------
     The plugin is installed for you by elastic fits and by
@@ -77,7 +84,7 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
 
         ``Scheduler.adaptive_target`` and ``Scheduler.workers_to_close`` are
         answered by :meth:`adaptive_target` and :meth:`workers_to_close`
-        while the plugin is attached (see :mod:`daskelastic._distributed`).
+        while the plugin is attached (see ``daskelastic._distributed``).
 
         Parameters
         ----------
@@ -118,6 +125,7 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
         Returns
         -------
         int or None
+            The sum of the running fits' targets, or None when none runs.
         """
         if not self.fits:
             return None
@@ -159,7 +167,17 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
 
         Parameters
         ----------
-        memory_ratio, n, key, minimum, target, attribute
+        memory_ratio : float, optional
+            As ``distributed.Scheduler.workers_to_close``.
+        n : int, optional
+            As ``distributed.Scheduler.workers_to_close``: the workers to close.
+        key : callable, optional
+            As ``distributed.Scheduler.workers_to_close``.
+        minimum : int, optional
+            As ``distributed.Scheduler.workers_to_close``.
+        target : int, optional
+            As ``distributed.Scheduler.workers_to_close``: the workers to keep.
+        attribute : str, default="address"
             As ``distributed.Scheduler.workers_to_close``.
 
         Returns

@@ -319,7 +319,7 @@ class LogisticRegression(_ClassifierBase):
         Coefficients, float32 for float32 ``X`` (the solver computes in
         float64 and rounds them), as scikit-learn's default ``"lbfgs"`` and
         its other solvers but ``"liblinear"`` give; float64 otherwise.  A
-        CSR matrix after :meth:`sparsify`.
+        CSR matrix after ``sparsify()``.
     intercept_ : ndarray of shape (1,) or (n_classes,)
         Intercepts, of ``coef_``'s dtype; zeros without ``fit_intercept``,
         as scikit-learn's lbfgs gives (its liblinear gives the float 0.0).\
@@ -478,7 +478,7 @@ class LinearSVC(_ClassifierBase):
     coef_ : ndarray or scipy.sparse matrix of shape (1, n_features) or (n_classes, n_features)
         Coefficients, float64 also for float32 ``X`` (and so is
         ``decision_function``), as scikit-learn's LinearSVC gives.  A CSR
-        matrix after :meth:`sparsify`.
+        matrix after ``sparsify()``.
     intercept_ : ndarray of shape (1,) or (n_classes,), or float
         Intercepts, float64; ``0.0`` without ``fit_intercept``, as in
         scikit-learn.\

@@ -185,7 +185,7 @@ class Ridge(_LinearRegressor):
         Regularisation strength (must be positive).\
 {_COMMON_HEAD}{_INTERCEPT_DOC}
     positive : bool, default=False
-        scikit-learn's constraint of non-negative coefficients; ``True`` is
+        The constraint of non-negative coefficients (scikit-learn's); ``True`` is
         refused with a ``ValueError`` that names what fits it (scikit-learn's
         estimator in memory).{_COMMON_TAIL}
     Attributes
@@ -306,7 +306,7 @@ class ElasticNet(_LinearRegressor):
         with ``alpha`` in this class's units: ``Ridge(alpha=n·alpha)``).\
 {_COMMON_HEAD.replace("default=200", "default=1000")}{_SOLVER_DOC}
     positive : bool, default=False
-        scikit-learn's constraint of non-negative coefficients; ``True`` is
+        The constraint of non-negative coefficients (scikit-learn's); ``True`` is
         refused with a ``ValueError`` that names what fits it (scikit-learn's
         estimator in memory).{_COMMON_TAIL}
     Attributes
@@ -502,7 +502,7 @@ class Lasso(ElasticNet):
         Regularisation strength (must be positive).\
 {_COMMON_HEAD.replace("default=200", "default=1000")}{_SOLVER_DOC}
     positive : bool, default=False
-        scikit-learn's constraint of non-negative coefficients; ``True`` is
+        The constraint of non-negative coefficients (scikit-learn's); ``True`` is
         refused with a ``ValueError`` that names what fits it (scikit-learn's
         estimator in memory).{_COMMON_TAIL}
     Attributes
