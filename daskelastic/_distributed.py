@@ -6,7 +6,10 @@ fails loudly when a release of distributed changes what it relies on.
 
 from __future__ import annotations
 
-__all__ = ["serve_scaling", "restore_scaling"]
+import contextlib
+
+__all__ = ["serve_scaling", "restore_scaling", "current_client_set", "call_actor_directly",
+           "actor_holders", "add_handler", "remove_handler", "forget_close_count"]
 
 #: The scheduler methods autoscalers call, by their handler names: the HTTP
 #: routes of ``distributed.http.scheduler.api`` call the methods, RPC clients
@@ -48,3 +51,82 @@ def restore_scaling(scheduler, own):
     for name, method in zip(_SCALING, own):
         scheduler.__dict__.pop(name, None)
         scheduler.handlers[name] = method
+
+
+@contextlib.contextmanager
+def current_client_set(client):
+    """Make ``client`` the current client of this thread or asyncio task, and only that.
+
+    ``Client.as_current()`` sets this context variable and, with it,
+    ``dask.config``'s process-wide ``"scheduler"``; no public API sets the
+    variable alone (``distributed/client.py``, ``_current_client``).
+    """
+    from distributed.client import _current_client
+
+    token = _current_client.set(client)
+    try:
+        yield
+    finally:
+        _current_client.reset(token)
+
+
+async def call_actor_directly(client, address, key, method, args):
+    """Call ``method(*args)`` of the actor ``key`` on the worker at ``address``, directly.
+
+    The worker's ``actor_execute`` handler, which a ``distributed.Actor``
+    proxy calls when the whole client is ``direct_to_workers``; here it is
+    called over ``client``'s connection pool without the scheduler's detour.
+
+    Returns
+    -------
+    object
+        The method's result.
+
+    Raises
+    ------
+    Exception
+        The method's own exception; ``OSError`` (``CommClosedError``) when
+        the worker cannot be reached.
+    """
+    from distributed.protocol import to_serialize
+
+    result = await client.rpc(address).actor_execute(
+        function=method, actor=key, args=[to_serialize(a) for a in args], kwargs={})
+    if result["status"] == "OK":
+        return result["result"]
+    raise result["exception"]
+
+
+def actor_holders(scheduler, workers, keys):
+    """Those of ``workers`` on which ``scheduler`` still places one of the actors ``keys``.
+
+    The scheduler keeps a worker's actors in ``WorkerState.actors`` (task
+    states); a retired worker's actor stays there until its task is released.
+    """
+    keys = set(keys)
+    return [a for a in workers if a in scheduler.workers
+            and any(ts.key in keys for ts in scheduler.workers[a].actors)]
+
+
+def add_handler(server, name, handler):
+    """Serve ``handler`` under ``name`` in the RPC handlers of ``server`` (a scheduler).
+
+    ``Server.handlers`` is how distributed's own extensions add operations;
+    a plugin has no other way to answer a client's ``scheduler.<name>(...)``.
+    """
+    server.handlers[name] = handler
+
+
+def remove_handler(server, name):
+    """Stop serving ``name`` (a no-op when it is not served)."""
+    server.handlers.pop(name, None)
+
+
+def forget_close_count(adaptive, name):
+    """Reset ``distributed.deploy.Adaptive``'s count of the times it chose to close ``name``.
+
+    ``AdaptiveCore.recommendations`` closes a worker only after choosing it
+    ``wait_count`` times in a row (``close_counts``); a worker a fit released
+    is closed at once, so its count starts again.
+    """
+    adaptive.close_counts.pop(name, None)

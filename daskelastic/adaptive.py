@@ -92,14 +92,14 @@ class ElasticSchedulerPlugin(SchedulerPlugin):
             The scheduler the plugin is added to.
         """
         self.scheduler = scheduler
-        scheduler.handlers["daskelastic_state"] = self._state
+        _distributed.add_handler(scheduler, "daskelastic_state", self._state)
         self._dask_methods = _distributed.serve_scaling(
             scheduler, self.adaptive_target, self.workers_to_close)
 
     def detach(self):
         """Stop serving the handler and the autoscalers (the plugin is being removed)."""
         if self.scheduler is not None:
-            self.scheduler.handlers.pop("daskelastic_state", None)
+            _distributed.remove_handler(self.scheduler, "daskelastic_state")
             if self._dask_methods is not None:
                 _distributed.restore_scaling(self.scheduler, self._dask_methods)
                 self._dask_methods = None
@@ -354,9 +354,7 @@ def elastic_state(client):
 
 def _actor_holders(workers, keys, dask_scheduler=None):
     """Those of ``workers`` on which the scheduler still places one of the actors ``keys``."""
-    keys = set(keys)
-    return [a for a in workers if a in dask_scheduler.workers
-            and any(ts.key in keys for ts in dask_scheduler.workers[a].actors)]
+    return _distributed.actor_holders(dask_scheduler, workers, keys)
 
 
 def retire_released(client, workers, actor_keys=(), timeout=10.0):
@@ -514,7 +512,7 @@ class ElasticAdaptive(Adaptive):
             closing = closing[: len(plan) - target]
             if closing:
                 for name in closing:
-                    self.close_counts.pop(name, None)
+                    _distributed.forget_close_count(self, name)
                 return {"status": "down", "workers": closing}
         return await super().recommendations(target)
 

@@ -18,6 +18,7 @@ import os
 import sys
 
 from . import config
+from ._distributed import current_client_set
 
 __all__ = ["fit_session", "current_client", "client_context"]
 
@@ -80,15 +81,8 @@ def client_context(client):
     if client is None:
         yield
         return
-    # the context variable Client.as_current sets (distributed/client.py);
-    # no public API sets it alone
-    from distributed.client import _current_client
-
-    token = _current_client.set(client)
-    try:
+    with current_client_set(client):
         yield
-    finally:
-        _current_client.reset(token)
 
 
 def _in_dask_task():

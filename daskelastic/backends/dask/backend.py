@@ -176,12 +176,12 @@ class DaskBackend(_Loading, _Elasticity, _Recovery, ElasticBackend):
         for a in missing:
             future = self._actor_futures[a]
             if calls_direct(self.client, a, setting):
-                self._actors[a] = ActorCalls(self.client, a, future.key)
+                self._actors[a] = ActorCalls(self.client, a, future.key, future=future)
             else:
                 # the proxy binds to the current client as it is unpickled
                 with client_context(self.client):
                     self._actors[a] = ActorCalls(self.client, a, future.key,
-                                                 actor=future.result())
+                                                 actor=future.result(), future=future)
 
     def start_round(self, round_id, w, settlements, *, inv_lam_n, sigma, steps, seed,
                     slowdowns=None):

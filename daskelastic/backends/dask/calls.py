@@ -20,13 +20,13 @@ from distributed import futures_of
 from distributed.client import FutureCancelledError
 from distributed.comm import get_address_host, parse_address
 from distributed.comm.core import CommClosedError
-from distributed.protocol import to_serialize
 
 from ... import config
+from ..._distributed import call_actor_directly
 from ...driver import ConnectionLost, WorkersLost
 
-__all__ = ["ACTOR_PREFIX", "ActorCalls", "calls_direct", "done_signal", "result_watching",
-           "gather_watching", "wait_any", "scheduler_workers", "ask_scheduler",
+__all__ = ["ACTOR_PREFIX", "ActorCalls", "ActorLost", "calls_direct", "done_signal",
+           "result_watching", "gather_watching", "wait_any", "scheduler_workers", "ask_scheduler",
            "persisted_blocks", "is_lost_error", "connection_lost"]
 
 
@@ -54,19 +54,28 @@ class ActorCalls:
         Key of the actor (of the future that created it).
     actor : distributed.Actor, optional
         The proxy for calls through the scheduler; None for direct calls.
+    future : distributed.Future, optional
+        The future that created the actor: once it is neither pending nor
+        finished, a call fails with :class:`ActorLost` without being sent.
     """
 
-    def __init__(self, client, address, key, actor=None):
+    def __init__(self, client, address, key, actor=None, future=None):
         self._client = client
         self._address = address
         self._key = key
         self._actor = actor
+        self._future = future
 
     def __getattr__(self, method):
         if method.startswith("_"):
             raise AttributeError(method)
 
         def call(*args):
+            status = "finished" if self._future is None else self._future.status
+            if status not in ("pending", "finished"):
+                failed = concurrent.futures.Future()
+                failed.set_exception(ActorLost(self._key, status))
+                return failed
             if self._actor is None:
                 coro = self._direct(method, args)
             else:
@@ -74,13 +83,8 @@ class ActorCalls:
             return asyncio.run_coroutine_threadsafe(coro, self._client.loop.asyncio_loop)
         return call
 
-    async def _direct(self, method, args):
-        result = await self._client.rpc(self._address).actor_execute(
-            function=method, actor=self._key, args=[to_serialize(a) for a in args],
-            kwargs={})
-        if result["status"] == "OK":
-            return result["result"]
-        raise result["exception"]
+    def _direct(self, method, args):
+        return call_actor_directly(self._client, self._address, self._key, method, args)
 
 
 async def _awaited(actor_future):
@@ -161,14 +165,40 @@ def done_signal(call):
     return signal
 
 
+class ActorLost(RuntimeError):
+    """An actor's call not sent: the future that created the actor says it is gone.
+
+    Its ``status`` is the future's: ``"cancelled"`` when the client lost its
+    connection to the scheduler (which then releases the client's keys),
+    ``"error"`` or ``"lost"`` when the actor's worker left.
+    """
+
+    def __init__(self, key, status):
+        super().__init__(f"the actor {key} is gone (its future is {status})")
+        self.key = key
+        self.status = status
+
+
 #: Errors of a call that mean its worker is gone.
 _LOST_ERRORS = (OSError, CommClosedError)
 
 
-def is_lost_error(error):
-    """Whether a call's ``error`` says its worker is gone."""
-    return isinstance(error, _LOST_ERRORS) or (
-        isinstance(error, RuntimeError) and "was lost" in str(error))
+def is_lost_error(error, client=None, workers=()):
+    """Whether a call's ``error`` says its worker is gone.
+
+    A broken connection to the worker says so by its type, an actor's future
+    by its status (:class:`ActorLost`).  Any other error — distributed
+    reports an actor's lost worker as a plain ``RuntimeError`` — means a
+    loss when one of ``workers`` (the call's) is no longer among the
+    scheduler's workers: the scheduler forgets a worker before it fails
+    the worker's tasks (``Scheduler.remove_worker``), so by the time the
+    error arrives, the scheduler's state tells.
+    """
+    if isinstance(error, _LOST_ERRORS):
+        return True
+    if isinstance(error, ActorLost):
+        return error.status != "cancelled"
+    return client is not None and bool(workers) and bool(_gone(client, workers))
 
 
 def connection_lost(error):
@@ -177,14 +207,14 @@ def connection_lost(error):
     The client then cancels its futures (``FutureCancelledError`` with the
     reason ``"scheduler-connection-lost"``) and the scheduler releases their
     keys: an actor's worker no longer has it (``KeyError`` of its key from
-    ``actor_execute``), and a proxy of it says its future was cancelled.
+    ``actor_execute``), and a call of an actor whose future was cancelled is
+    not sent (:class:`ActorLost`).
     """
     if isinstance(error, FutureCancelledError):
         return error.reason == "scheduler-connection-lost"
     if isinstance(error, KeyError):
         return bool(error.args) and str(error.args[0]).startswith(ACTOR_PREFIX)
-    return isinstance(error, RuntimeError) and "Actor was lost" in str(error) \
-        and "cancelled" in str(error)
+    return isinstance(error, ActorLost) and error.status == "cancelled"
 
 
 #: The start of the keys of the fits' actors.
@@ -238,7 +268,7 @@ def result_watching(client, call, watch):
         except Exception as e:
             if connection_lost(e):
                 raise ConnectionLost(f"{type(e).__name__}: {e}") from e
-            if not is_lost_error(e):
+            if not is_lost_error(e, client, watch[:1]):
                 raise
             raise WorkersLost(watch[:1]) from e
 

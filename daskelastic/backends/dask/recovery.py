@@ -104,7 +104,7 @@ class _Recovery:
                 try:
                     self.stop_round(self._round_id, live)
                 except Exception as e:  # noqa: BLE001 - a worker may have gone too
-                    if not is_lost_error(e):
+                    if not is_lost_error(e, self.client, live):
                         raise
                 calls += self._stop_calls
                 self._stop_calls = []
@@ -146,7 +146,7 @@ class _Recovery:
         placement = {}
         for w, answer in answers.items():
             if isinstance(answer, Exception):
-                if not is_lost_error(answer):
+                if not is_lost_error(answer, self.client, [w]):
                     raise answer
                 gone.add(w)
             elif answer:
