@@ -67,6 +67,9 @@ class FitFigures:
         and the rounds that dropped or preempted results; rows and chunks
         per worker, and each worker's process memory beside the bytes of
         data it holds for the fit (these two None without ``placement``).
+    note, objective_note : bokeh.models.Title
+        What the gap and objective figures say above them when rounds' own
+        gaps rose above the best so far (hidden otherwise).
 
     Examples
     --------
@@ -120,7 +123,7 @@ class FitFigures:
         self.gap.add_tools(HoverTool(renderers=[best], tooltips=[
             ("round", "@round"), ("gap", "@duality_gap{0.00e}"),
             ("best so far", "@best_gap{0.00e}"), ("seconds", "@time{0.00}")]))
-        #: what the page says when rounds' own gaps rose above the best so far
+        # what the figures say when rounds' own gaps rose above the best so far
         self.note = Title(text="", text_font_style="italic", text_font_size="11px",
                           text_color="#555555", visible=False)
         self.gap.add_layout(self.note, "above")
