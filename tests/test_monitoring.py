@@ -222,6 +222,26 @@ def test_progress_bar_prints_a_warning_above_the_bar_in_a_terminal(flights, term
     assert [line for line in screen if line.startswith("[daskelastic]")] == [screen[-1]]
 
 
+def test_bars_closed_out_of_order_leave_warnings_printed_once_without_a_bar(terminal,
+                                                                           monkeypatch):
+    """Two fits' bars in one terminal (fits in two threads) end in either order."""
+    printed = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *args, **kw:
+                        printed.append(str(message)))
+    first, second = (ProgressBar(tol=1e-4, max_iter=10, stream=terminal.file, min_interval=0)
+                     for _ in range(2))
+    first(_entry(0, 0.1, 1.0))
+    second(_entry(0, 0.1, 1.0))
+    first.close("converged")
+    second.close("converged")
+    drawn = terminal.output().count("[daskelastic]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("after both bars", UserWarning, stacklevel=1)
+    assert printed == ["after both bars"]
+    assert drawn == 4 and first.entries[-1]["round"] == 0   # no bar drawn again
+
+
 def test_progress_bar_prints_plain_lines_where_output_is_no_terminal(flights, capsys):
     """Redirected to a file or a pipe (here pytest's capture), no carriage returns pile up."""
     X, y = flights

@@ -165,6 +165,9 @@ class ProgressBar:
         previous = warnings.showwarning
 
         def showwarning(message, category, filename, lineno, file=None, line=None):
+            if self._showwarning is None:   # closed, and a later bar's hook restored ours
+                previous(message, category, filename, lineno, file, line)
+                return
             if self._width:
                 self._write("\r" + " " * self._width + "\r")   # the line cleared
                 self._width = 0
