@@ -39,7 +39,7 @@ nitpick_ignore_regex = [
                r"dict|list|tuple|None|object)"),
     (r"py:(class|obj)", r"sklearn\..*"),
     (r"py:class", r"numpy\..*"),
-    (r"py:class", r"collections\.abc\..*"),   # type hints; no intersphinx offline
+    (r"py:class", r"(collections\.abc|os)\..*"),   # type hints; no intersphinx offline
     (r"py:class", r"distributed\..*"),
     # the public API's type hints (daskelastic/_typing.py's aliases, and names
     # imported for the type checker only)

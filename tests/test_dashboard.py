@@ -32,7 +32,8 @@ from browser import chromium_missing, count_colour, render, watch
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "_static" / "dashboard.png"
 FIGURE_TITLES = {"Relative duality gap", "Primal and dual objectives",
                  "Workers holding chunks and results used", "Seconds per worker per round",
-                 "Backup workers, dropped and preempted results", "Rows and chunks per worker"}
+                 "Backup workers, dropped and preempted results", "Rows and chunks per worker",
+                 "Memory per worker"}
 #: Glyphs that must be drawn in the browser: gap, primal, workers, worker seconds, rows.
 COLORS_CHECKED = {k: COLORS[k] for k in ("duality_gap", "primal", "n_workers", "used", "rows")}
 
@@ -119,10 +120,53 @@ def test_page_is_served_with_the_fit_s_figures(flights, client, cluster):
         assert titles == FIGURE_TITLES
         assert page.selected() == fit
         assert page.rounds() == [h["round"] for h in clf.history_]
-        assert page.fits()[fit] == ("converged", len(clf.history_))
+        # rounds done, as the status line says ("round 49/300"), not the entries
+        # (which also hold round 0, the start)
+        assert page.fits()[fit] == ("converged", clf.n_iter_[0])
+        assert f"round {clf.n_iter_[0]}/" in page.status()
         placement = page.source("placement").data
         assert sorted(placement["worker"]) == sorted(client.scheduler_info()["workers"])
         assert sum(placement["rows"]) == X.shape[0]
+    finally:
+        page.close()
+
+
+def test_table_of_fits_is_as_tall_as_its_rows(flights, client, cluster):
+    """No empty band between the table and the figures."""
+    from bokeh.models import DataTable
+
+    from daskelastic.monitoring.dashboard import TABLE_HEADER, TABLE_ROW, TABLE_ROWS_SHOWN
+
+    X, y = flights
+    de.LogisticRegression(C=0.5, tol=1e-2, backend="dask").fit(X, y)
+    page = _Page(client, cluster)
+    try:
+        n_fits = len(page.fits())
+        table = page.doc.select_one({"type": DataTable})
+        assert table.row_height == TABLE_ROW
+        assert table.height == TABLE_HEADER + TABLE_ROW * min(n_fits, TABLE_ROWS_SHOWN)
+    finally:
+        page.close()
+
+
+def test_page_shows_each_worker_s_memory_and_the_data_it_holds(flights, client, cluster):
+    X, y = flights
+    de.LogisticRegression(C=0.5, tol=1e-3, backend="dask").fit(X, y)
+    page = _Page(client, cluster)
+    try:
+        _wait_for(lambda: all(b > 0 for b in page.source("placement").data["nbytes"]))
+        data = page.source("placement").data
+        workers = cluster.scheduler.workers
+        # the data held: every row's packed CSR values and column indices at least
+        # (a worker also holds its rows' targets, weights, α and narrow indices)
+        assert sum(data["nbytes"]) >= X.data.nbytes + X.indices.nbytes
+        assert sum(data["nbytes"]) <= 4 * (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+                                           + 3 * 8 * X.shape[0])
+        for w, nbytes, memory in zip(data["worker"], data["nbytes"], data["memory"]):
+            rss = workers[w].memory.process
+            assert memory > nbytes and abs(memory - rss) <= 0.5 * rss
+        assert all(" data · " in label and label.endswith(" process")
+                   for label in data["memory_label"])
     finally:
         page.close()
 
@@ -254,6 +298,55 @@ def test_page_in_chromium_updates_while_a_fit_runs(flights, client, interruptibl
     _grew_while_running(samples, _latest_fit(client))
 
 
+#: The first row of the page's table of fits as Chromium draws it (the cells'
+#: text, through the shadow roots of Bokeh's widgets), and the status line.
+_DRAWN_TABLE = r"""(() => {
+  const cells = [];
+  const walk = (node) => {
+    if (!node) return;
+    if (node.classList && node.classList.contains('slick-cell')) cells.push(node.textContent);
+    if (node.shadowRoot) walk(node.shadowRoot);
+    for (const child of node.children || []) walk(child);
+  };
+  walk(document.body);
+  return cells.length >= 8 ? cells.slice(0, 8) : null;
+})()"""
+
+
+@pytest.mark.skipif(chromium_missing() is not None, reason=str(chromium_missing()))
+def test_table_in_chromium_follows_a_fit_to_its_end(flights, client):
+    """The drawn table shows the fit's end, not the values it had when its row appeared.
+
+    BokehJS redraws a table when its number of rows changes; a running fit's
+    row changes in place.
+    """
+    X, y = flights
+    register_dashboard(client)
+    done, fitted = threading.Event(), {}
+
+    def fit():
+        try:
+            time.sleep(3)   # the page is open before the fit's row appears
+            fitted["clf"] = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=300,
+                                                  backend="dask", client=client).fit(X, y)
+            fitted["id"] = _latest_fit(client)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=fit)
+    thread.start()
+    try:
+        rows = watch(_page(client), _DRAWN_TABLE, timeout=120,
+                     until=lambda row: done.is_set() and bool(row)
+                     and row[0] == fitted.get("id") and row[2] != "running")
+    finally:
+        thread.join()
+    clf = fitted["clf"]
+    fit_id, estimator, status, rounds = rows[-1][:4]
+    assert estimator == "LogisticRegression" and status == "converged"
+    assert int(rounds) == clf.n_iter_[0]
+
+
 def _on_round(client, n, action):
     """Call ``action()`` once, when the event of round ``n`` of a fit reaches this client."""
     fired = threading.Event()
@@ -346,7 +439,7 @@ def test_page_tells_concurrent_fits_apart(flights, client, cluster):
         fits = page.fits()
         for estimator, name in [("LogisticRegression", "logistic"), ("LinearSVC", "svm")]:
             clf = fitted[name]
-            assert fits[fit_of[estimator]][1] == len(clf.history_)
+            assert fits[fit_of[estimator]][1] == clf.history_[-1]["round"]
             page.choose(fit_of[estimator])
             assert page.rounds() == [h["round"] for h in clf.history_]
             gaps = page.source("rounds").data["duality_gap"]

@@ -36,6 +36,8 @@ PLUGIN_NAME = "daskelastic-dashboard"
 BATCH_HANDLER = "daskelastic_log_events"
 #: Milliseconds between two updates of an open page.
 UPDATE_INTERVAL = 500
+#: Pixels of the table of fits: its header, a row, and the rows shown before it scrolls.
+TABLE_HEADER, TABLE_ROW, TABLE_ROWS_SHOWN = 30, 25, 6
 _MENU_ENTRY = {"url": PAGE.strip("/"), "name": "Daskelastic Fits"}
 
 
@@ -170,7 +172,7 @@ def _page_doc(scheduler, extra, doc):
 
     plugin = scheduler.plugins.get(PLUGIN_NAME)
     log = plugin.log if plugin is not None and plugin.log is not None else FitLog()
-    page = FitsPage(log)
+    page = FitsPage(log, scheduler=scheduler)
     page.update()
     doc.add_periodic_callback(page.update, UPDATE_INTERVAL)
     doc.title = "Dask: daskelastic fits"
@@ -190,6 +192,9 @@ class FitsPage:
     ----------
     log : daskelastic.monitoring.records.FitLog
         The fits to show.
+    scheduler : distributed.Scheduler, optional
+        The scheduler the page runs in: each worker's process memory is
+        read from its ``WorkerState.memory``.
 
     Attributes
     ----------
@@ -199,10 +204,11 @@ class FitsPage:
         The selected fit's figures.
     """
 
-    def __init__(self, log):
+    def __init__(self, log, scheduler=None):
         from bokeh.layouts import column, row
         from bokeh.models import (
             ColumnDataSource,
+            CustomJS,
             DataTable,
             Div,
             NumberFormatter,
@@ -214,6 +220,7 @@ class FitsPage:
         from .figures import FitFigures
 
         self.log = log
+        self.scheduler = scheduler
         self.figures = FitFigures()
         self.select = Select(title="Fit", options=[], value="", width=420, name="daskelastic-fit")
         self.select.on_change("value", self._on_select)
@@ -221,7 +228,8 @@ class FitsPage:
         self.table_source = ColumnDataSource(_table_columns([]), name="daskelastic-fits")
         number = ScientificFormatter(precision=2, power_limit_low=0)
         seconds = NumberFormatter(format="0.0")
-        self.table = DataTable(source=self.table_source, height=130, index_position=None,
+        self.table = DataTable(source=self.table_source, index_position=None,
+                               height=TABLE_HEADER + TABLE_ROW, row_height=TABLE_ROW,
                                sizing_mode="stretch_width", columns=[
                                    TableColumn(field="fit", title="fit"),
                                    TableColumn(field="estimator", title="estimator"),
@@ -234,6 +242,11 @@ class FitsPage:
                                                formatter=seconds),
                                    TableColumn(field="eta", title="ETA (s)",
                                                formatter=seconds)])
+        # BokehJS redraws a DataTable when its CDSView's indices change, and
+        # new data with as many rows gives the same indices: without this the
+        # table would keep showing its first values while the fits run
+        self.table_source.js_on_change("data", CustomJS(args={"table": self.table},
+                                                        code="table.view.change.emit()"))
         self.root = column(row(self.select, self.status, sizing_mode="stretch_width"),
                            self.table, self.figures.layout(), sizing_mode="stretch_width")
         self.selected = None      # the fit shown
@@ -258,6 +271,7 @@ class FitsPage:
         that fit's rounds.
         """
         records = self.log.records()
+        self._draw_process_memory()
         if self._seen[0] == self.log.version and self._seen[1] == self.selected:
             return
         known = {r.fit for r in records}
@@ -265,6 +279,11 @@ class FitsPage:
             self.selected = records[-1].fit  # follow the newest fit
             self._pinned = False
         self.table_source.data = _table_columns(records)
+        # as tall as its rows (up to a few, then it scrolls): a fixed height
+        # left an empty band between one fit's row and the figures
+        height = TABLE_HEADER + TABLE_ROW * min(max(len(records), 1), TABLE_ROWS_SHOWN)
+        if self.table.height != height:
+            self.table.height = height
         record = self.log.get(self.selected) if self.selected else None
         if record is not None:
             self._draw(record)
@@ -278,6 +297,18 @@ class FitsPage:
                 self.select.value = self.selected
         finally:
             self._updating = False
+
+    def _draw_process_memory(self):
+        """Each shown worker's process memory (RSS), as the scheduler last heard it."""
+        workers = getattr(self.scheduler, "workers", None)
+        if workers is None or self._drawn_placement is None:
+            return
+        memory = {}
+        for w in self._drawn_placement:
+            ws = workers.get(w)
+            if ws is not None:
+                memory[w] = ws.memory.process
+        self.figures.set_process_memory(memory)
 
     def _draw(self, record):
         entries = record.entries
@@ -294,6 +325,7 @@ class FitsPage:
         if fresh or record.placement is not self._drawn_placement:
             self.figures.set_placement(record.placement)
             self._drawn_placement = record.placement
+            self._draw_process_memory()
         self.status.text = _status_html(record)
 
 

@@ -7,10 +7,18 @@ once, so both draw a fit the same way.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .records import placement_columns, round_columns, scale_in_columns, worker_columns
+from .records import (
+    format_bytes,
+    placement_columns,
+    round_columns,
+    scale_in_columns,
+    worker_columns,
+)
 
 if TYPE_CHECKING:
     from bokeh.models import Column
@@ -31,6 +39,8 @@ COLORS = {
     "preempted": "#ff7f0e",
     "n_backup": "#e377c2",
     "rows": "#aec7e8",
+    "nbytes": "#98df8a",
+    "memory": "#c5b0d5",
     "cut": "#7f7f7f",
 }
 STATUSES = ["used", "dropped", "preempted"]
@@ -44,17 +54,22 @@ class FitFigures:
     height : int, default=240
         Height of each figure in pixels.
     placement : bool, default=True
-        Include the chunks-and-rows-per-worker figure.
+        Include the figures of rows, chunks and memory per worker.
 
     Attributes
     ----------
-    gap, objective, workers, stragglers, backups, rows : bokeh.plotting.figure
-        Relative duality gap (log scale) over time; primal and dual over
-        time; workers holding chunks and results used per round over time,
-        with scale-in marked; each worker's seconds per round, coloured by
-        used, dropped or preempted; backup workers, dropped and preempted
-        results per round; rows and chunks per worker (None without
-        ``placement``).
+    gap, objective, workers, stragglers, backups, rows, memory : bokeh.plotting.figure
+        Relative duality gap (log scale) over time, the certified best so
+        far in bold and each round's own faint; primal and dual over time,
+        likewise; workers holding chunks and results used per round over
+        time, with scale-in marked; each worker's seconds per round,
+        coloured by used, dropped or preempted; backup workers per round,
+        and the rounds that dropped or preempted results; rows and chunks
+        per worker, and each worker's process memory beside the bytes of
+        data it holds for the fit (these two None without ``placement``).
+    note, objective_note : bokeh.models.Title
+        What the gap and objective figures say above them when rounds' own
+        gaps rose above the best so far (hidden otherwise).
 
     Examples
     --------
@@ -75,10 +90,13 @@ class FitFigures:
             FactorRange,
             HoverTool,
             LabelSet,
+            LegendItem,
+            NumeralTickFormatter,
             Span,
+            Title,
         )
         from bokeh.plotting import figure
-        from bokeh.transform import factor_cmap
+        from bokeh.transform import dodge, factor_cmap
 
         self.rounds = ColumnDataSource(round_columns([]), name="daskelastic-rounds")
         self.per_worker = ColumnDataSource(worker_columns([]),
@@ -88,24 +106,46 @@ class FitFigures:
         common = {"height": height, "sizing_mode": "stretch_width",
                   "tools": "pan,wheel_zoom,box_zoom,reset,save"}
 
+        # the bold lines are the certified best so far, which never rise; each
+        # round's own certificate is drawn faint (see round_columns)
         self.gap = figure(title="Relative duality gap", y_axis_type="log",
                           x_axis_label="seconds", **common)
-        self.gap.line("time", "duality_gap", source=self.rounds, line_width=2,
-                      color=COLORS["duality_gap"])
-        self.gap.scatter("time", "duality_gap", source=self.rounds, size=5,
-                         color=COLORS["duality_gap"])
+        best = self.gap.line("time", "best_gap", source=self.rounds, line_width=2,
+                             color=COLORS["duality_gap"], legend_label="best so far")
+        self.gap.line("time", "duality_gap", source=self.rounds, line_width=1, alpha=0.35,
+                      color=COLORS["duality_gap"], legend_label="each round")
+        self.gap.scatter("time", "duality_gap", source=self.rounds, size=4, alpha=0.35,
+                         color=COLORS["duality_gap"], legend_label="each round")
+        self.gap.legend.location = "bottom_left"
         self.tol = Span(location=1.0, dimension="width", line_dash="dashed",
                         line_color="gray", visible=False)
         self.gap.add_layout(self.tol)
-        self.gap.add_tools(HoverTool(tooltips=[("round", "@round"), ("gap", "@duality_gap{0.00e}"),
-                                               ("seconds", "@time{0.00}")]))
+        self.gap.add_tools(HoverTool(renderers=[best], tooltips=[
+            ("round", "@round"), ("gap", "@duality_gap{0.00e}"),
+            ("best so far", "@best_gap{0.00e}"), ("seconds", "@time{0.00}")]))
+        # what the figures say when rounds' own gaps rose above the best so far
+        self.note = Title(text="", text_font_style="italic", text_font_size="11px",
+                          text_color="#555555", visible=False)
+        self.gap.add_layout(self.note, "above")
 
         self.objective = figure(title="Primal and dual objectives", x_range=self.gap.x_range,
                                 x_axis_label="seconds", **common)
+        bests = []
         for key in ("primal", "dual"):
-            self.objective.line("time", key, source=self.rounds, line_width=2,
-                                color=COLORS[key], legend_label=key)
-        self.objective.legend.location = "bottom_right"
+            bests.append(self.objective.line("time", f"best_{key}", source=self.rounds,
+                                             line_width=2, color=COLORS[key],
+                                             legend_label=f"best {key} so far"))
+            self.objective.line("time", key, source=self.rounds, line_width=1, alpha=0.35,
+                                color=COLORS[key], legend_label=f"{key} of each round")
+        # the axis follows the best values: a round's loose dual far below
+        # would squash them into a line (the note says so)
+        self.objective.y_range = DataRange1d(renderers=bests, range_padding=0.2)
+        self.objective.legend.location = "center_right"
+        self.objective.legend.background_fill_alpha = 0.7
+        # shown with the gap figure's (so both keep the same height)
+        self.objective_note = Title(text="", text_font_style="italic", text_font_size="11px",
+                                    text_color="#555555", visible=False)
+        self.objective.add_layout(self.objective_note, "above")
 
         self.workers = figure(title="Workers holding chunks and results used",
                               x_range=self.gap.x_range, x_axis_label="seconds",
@@ -114,9 +154,13 @@ class FitFigures:
                           color=COLORS["n_workers"], legend_label="workers")
         self.workers.step("time", "n_used", source=self.rounds, mode="after", line_width=2,
                           line_dash="dashed", color=COLORS["n_used"], legend_label="results used")
-        self.workers.scatter("time", "n_workers", source=self.scale_ins, size=14,
-                             marker="inverted_triangle", color=COLORS["scale_in"],
-                             legend_label="scale-in")
+        scale_in = {"size": 14, "marker": "inverted_triangle", "color": COLORS["scale_in"]}
+        marks = self.workers.scatter("time", "n_workers", source=self.scale_ins, **scale_in)
+        # a legend draws a glyph from its renderer's first row: a fit without a
+        # scale-in has none, so the entry also holds a glyph of one row, off
+        # the axes (NaN)
+        key = self.workers.scatter(x=[math.nan], y=[math.nan], **scale_in)
+        self.workers.legend[0].items.append(LegendItem(label="scale-in", renderers=[key, marks]))
         self.workers.legend.location = "bottom_left"
 
         self.stragglers = figure(title="Seconds per worker per round", x_axis_label="round",
@@ -138,14 +182,17 @@ class FitFigures:
                               y_range=DataRange1d(start=0, range_padding=0.25), **common)
         self.backups.vbar(x="round", top="n_backup", source=self.rounds, width=0.8,
                           color=COLORS["n_backup"], legend_label="backup workers")
-        self.backups.scatter("round", "n_dropped", source=self.rounds, size=6,
+        # markers only on the rounds that dropped or preempted results (NaN elsewhere)
+        self.backups.scatter("round", "dropped_marker", source=self.rounds, size=6,
                              color=COLORS["dropped"], legend_label="dropped")
-        self.backups.scatter("round", "n_preempted", source=self.rounds, size=6,
+        self.backups.scatter("round", "preempted_marker", source=self.rounds, size=6,
                              marker="square", color=COLORS["preempted"],
                              legend_label="preempted")
         self.backups.legend.location = "top_left"
 
-        self.rows = None
+        self._kappa = False
+        self._placement, self._process_memory = {}, {}
+        self.rows = self.memory = None
         if placement:
             self.rows = figure(title="Rows and chunks per worker", y_range=FactorRange(),
                                x_axis_label="rows", **common)
@@ -157,6 +204,24 @@ class FitFigures:
             self.rows.x_range.start = 0
             self.rows.add_tools(HoverTool(tooltips=[("worker", "@worker"), ("rows", "@rows"),
                                                     ("chunks", "@chunk_ids")]))
+            # the data a worker holds for the fit beside its process's memory:
+            # what the fit costs each worker, and what else it carries
+            self.memory = figure(title="Memory per worker", y_range=self.rows.y_range,
+                                 x_axis_label="bytes", **common)
+            for key, offset, label in (("memory", 0.17, "process memory (RSS)"),
+                                       ("nbytes", -0.17, "data held for the fit")):
+                self.memory.hbar(y=dodge("worker", offset, range=self.memory.y_range),
+                                 right=key, source=self.chunks, height=0.32,
+                                 color=COLORS[key], legend_label=label)
+            self.memory.add_layout(LabelSet(x=0, y="worker", text="memory_label",
+                                            source=self.chunks, x_offset=5, y_offset=-6,
+                                            text_font_size="11px"))
+            self.memory.x_range.start = 0
+            self.memory.xaxis.formatter = NumeralTickFormatter(format="0.0 b")
+            self.memory.legend.location = "bottom_right"
+            self.memory.add_tools(HoverTool(tooltips=[("worker", "@worker"),
+                                                      ("data held", "@nbytes{0.0 b}"),
+                                                      ("process", "@memory{0.0 b}")]))
 
     # -- data ---------------------------------------------------------------------
     def show(self, entries, *, tol=None):
@@ -173,6 +238,8 @@ class FitFigures:
         self.per_worker.data = worker_columns(entries)
         self.scale_ins.data = scale_in_columns(entries)
         self.set_tol(tol)
+        self._kappa = any(e.get("kappa") for e in entries)
+        self._update_note()
 
     def extend(self, entries, previous=None):
         """Append rounds to what is drawn.
@@ -186,13 +253,33 @@ class FitFigures:
         """
         if not entries:
             return
-        self.rounds.stream(round_columns(entries))
+        data = self.rounds.data
+        last = {k: data[k][-1] for k in ("best_primal", "best_dual", "n_used")} \
+            if data["round"] else None
+        self.rounds.stream(round_columns(entries, last))
+        self._kappa = self._kappa or any(e.get("kappa") for e in entries)
+        self._update_note()
         new_workers = worker_columns(entries)
         if new_workers["round"]:
             self.per_worker.stream(new_workers)
         scale_ins = scale_in_columns(([previous] if previous else []) + list(entries))
         if scale_ins["round"]:
             self.scale_ins.stream(scale_ins)
+
+    def _update_note(self):
+        """Say on the gap figure why rounds' gaps rose, when they rose above the best."""
+        data = self.rounds.data
+        rose = any(g > 2 * b for g, b in zip(data["duality_gap"], data["best_gap"]))
+        if rose:
+            why = ("loose under acceleration until its centres settle" if self._kappa
+                   else "which rose as steps overshot (e.g. on unscaled columns)")
+            self.note.text = (f"faint: each round's own gap, {why};\n"
+                              "bold: (lowest primal − highest dual so far) / |lowest "
+                              "primal|, a valid bound that never rises")
+            self.objective_note.text = ("faint: each round's own values (off the axis "
+                                        "where they are far from the best);\nbold: the "
+                                        "best so far, which bound the optimum")
+        self.note.visible = self.objective_note.visible = rose
 
     def set_tol(self, tol):
         """Draw the target gap as a dashed line.
@@ -218,9 +305,25 @@ class FitFigures:
         """
         if self.rows is None:
             return
-        cols = _placement_data(placement)
+        self._placement = placement or {}
+        cols = _placement_data(self._placement, self._process_memory)
         self.rows.y_range.factors = cols["worker"]
         self.chunks.data = cols
+
+    def set_process_memory(self, process_memory):
+        """Draw each worker's process memory beside the data it holds.
+
+        Parameters
+        ----------
+        process_memory : dict
+            ``{worker: bytes}``, e.g. the scheduler's ``WorkerState.memory.process``.
+        """
+        if self.rows is None:
+            return
+        self._process_memory = dict(process_memory)
+        cols = _placement_data(self._placement, self._process_memory)
+        if cols["memory_label"] != list(self.chunks.data["memory_label"]):
+            self.chunks.data = cols
 
     def layout(self):
         """The figures in a grid, two per row.
@@ -233,20 +336,25 @@ class FitFigures:
         from bokeh.layouts import column, row
 
         last = [self.backups] + ([self.rows] if self.rows is not None else [])
-        return column(row(self.gap, self.objective, sizing_mode="stretch_width"),
-                      row(self.workers, self.stragglers, sizing_mode="stretch_width"),
-                      row(*last, sizing_mode="stretch_width"),
-                      sizing_mode="stretch_width")
+        rows = [row(self.gap, self.objective, sizing_mode="stretch_width"),
+                row(self.workers, self.stragglers, sizing_mode="stretch_width"),
+                row(*last, sizing_mode="stretch_width")]
+        if self.memory is not None:
+            rows.append(row(self.memory, sizing_mode="stretch_width"))
+        return column(*rows, sizing_mode="stretch_width")
 
 
-def _placement_data(placement):
-    cols = placement_columns(placement)
+def _placement_data(placement, process_memory=None):
+    cols = placement_columns(placement, process_memory)
     cols["chunks_label"] = [f"{c} chunks" for c in cols["chunks"]]
+    cols["memory_label"] = [f"{format_bytes(b)} data · {format_bytes(m)} process"
+                            for b, m in zip(cols["nbytes"], cols["memory"])]
     return cols
 
 
 def plot_history(estimator: BaseEstimator | Sequence[Mapping[str, Any]], *,
-                 height: int = 240) -> Column:
+                 height: int = 240, filename: str | os.PathLike[str] | None = None,
+                 title: str = "daskelastic fit") -> Column:
     """Bokeh plots of a fit's rounds: convergence, workers and stragglers.
 
     Works for every fit, in-process or on Dask: the plots read the
@@ -259,16 +367,25 @@ def plot_history(estimator: BaseEstimator | Sequence[Mapping[str, Any]], *,
         A fitted daskelastic estimator, or a ``history_`` list.
     height : int, default=240
         Height of each figure in pixels.
+    filename : str or path-like, optional
+        Also save the plots to this HTML file, with BokehJS inline in it, so
+        that it opens offline (``bokeh.io.save`` alone links BokehJS from
+        its CDN, and such a file shows nothing without the network).
+    title : str, default="daskelastic fit"
+        The saved page's title (with ``filename``).
 
     Returns
     -------
     bokeh.models.Column
-        The relative duality gap (log scale, with ``tol`` dashed) and the
-        primal and dual objectives over time; the workers holding chunks and
-        the results used per round, with scale-in marked; each worker's
-        seconds per round with dropped and preempted results highlighted;
-        and backup workers per round.  Show it with ``bokeh.plotting.show``
-        or save it with ``bokeh.io.save``.
+        The relative duality gap (log scale, with ``tol`` dashed; bold the
+        certified best so far, faint each round's own) and the primal and
+        dual objectives over time; the workers holding chunks and the
+        results used per round, with scale-in marked; each worker's seconds
+        per round with dropped and preempted results highlighted; and backup
+        workers per round, with the rounds that dropped or preempted
+        results.  Show it with ``bokeh.plotting.show``, or save it with
+        ``filename`` (or ``bokeh.io.save(layout, path,
+        resources=bokeh.resources.INLINE)``).
 
     See Also
     --------
@@ -285,10 +402,24 @@ def plot_history(estimator: BaseEstimator | Sequence[Mapping[str, Any]], *,
     >>> layout = plot_history(clf)
     >>> [len(r.children) for r in layout.children]
     [2, 2, 1]
+
+    Saved to a file that opens without the network:
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "fit.html"
+    >>> _ = plot_history(clf, filename=path)
+    >>> "cdn.bokeh.org" in path.read_text(encoding="utf-8")
+    False
     """
     from .records import _entries
 
     entries = _entries(estimator)
     figures = FitFigures(height=height, placement=False)
     figures.show(entries, tol=getattr(estimator, "tol", None))
-    return figures.layout()
+    layout = figures.layout()
+    if filename is not None:
+        from bokeh.io import save
+        from bokeh.resources import INLINE
+
+        save(layout, filename=os.fspath(filename), resources=INLINE, title=title)
+    return layout

@@ -20,7 +20,9 @@ The events, all dicts with an ``"event"`` and a ``"fit"`` key:
     ``worker_seconds`` ``{worker: seconds}``, ...).
 ``placement``
     ``placement``: ``{worker: {"chunks": [...], "rows": n}}`` (the backend's
-    ``describe(ask_workers=False)``), at the start and whenever chunks moved.
+    ``describe(ask_workers=False)``), at the start and whenever chunks moved;
+    on Dask, sent again once the workers said how many bytes they hold for
+    the fit (``"nbytes"``: the packed rows and their dual state).
 ``end``
     ``estimator``, ``status`` (one of :data:`END_STATUSES`), ``n_iter``,
     ``duality_gap``, ``time`` (seconds since the fit began) and ``error``
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TOPIC", "END_STATUSES", "FitRecord", "FitLog", "history_frame", "to_message",
            "round_columns", "worker_columns", "scale_in_columns", "placement_columns",
-           "estimate_eta"]
+           "format_bytes", "estimate_eta"]
 
 #: Topic of the scheduler events a fit publishes.
 TOPIC = "daskelastic"
@@ -59,6 +61,12 @@ END_STATUSES = ("converged", "max_iter", "stopped", "failed", "interrupted")
 #: ``cut``, the seconds into the round when stragglers were stopped, NaN).
 ROUND_FIELDS = ("round", "time", "duality_gap", "primal", "dual", "n_workers", "n_used",
                 "n_dropped", "n_preempted", "n_backup", "cut")
+
+#: Columns :func:`round_columns` derives from those: the certified best so
+#: far (``best_primal``, ``best_dual``, ``best_gap``), and the dropped and
+#: preempted counts as markers (NaN, so not drawn, on rounds without any).
+DERIVED_FIELDS = ("best_primal", "best_dual", "best_gap", "dropped_marker",
+                  "preempted_marker")
 
 #: Smallest duality gap drawn on a log axis (a gap can be exactly 0).
 GAP_FLOOR = 1e-16
@@ -115,20 +123,45 @@ _DROP = object()
 
 
 # -- columns for plots -----------------------------------------------------------
-def round_columns(entries):
-    """One column per number in :data:`ROUND_FIELDS`, one row per round.
+def round_columns(entries, previous=None):
+    """One column per number in :data:`ROUND_FIELDS` and :data:`DERIVED_FIELDS`, a row a round.
 
     ``duality_gap`` is floored at :data:`GAP_FLOOR` for log axes; a number
     the driver did not record is 0 (``cut``: NaN).
+
+    ``best_primal`` and ``best_dual`` are the lowest primal and the highest
+    dual of the rounds so far, and ``best_gap`` is
+    ``(best_primal − best_dual) / |best_primal|``.  Every round's primal is
+    at least the optimum and every round's dual (``primal − gap``, the
+    certified lower bound) at most it, so ``best_gap`` bounds the relative
+    suboptimality of the best iterate seen, and never rises: a round's own
+    gap can (an accelerated fit's dual is loose until its centres settle, and
+    steps on unscaled columns overshoot), which reads as a fit going wrong
+    when it is only that round's certificate that is loose.
+
+    The last round of a fit that ran out of rounds only certifies the
+    iterate (its workers take no steps), so it uses no results: its
+    ``n_used`` is the round before's, not a drop to 0.
 
     Parameters
     ----------
     entries : list of dict
         History entries.
+    previous : dict, optional
+        The last row already drawn (a dict of these columns' values), that
+        ``entries`` continue: the best so far carries on from it.
 
     Returns
     -------
     dict of str to list
+
+    Examples
+    --------
+    >>> cols = round_columns([{"round": 0, "primal": 1.0, "dual": 0.0, "n_used": 2},
+    ...                       {"round": 1, "primal": 2.0, "dual": 0.5, "n_used": 2},
+    ...                       {"round": 2, "primal": 0.625, "dual": -3.0, "n_used": 0}])
+    >>> cols["best_gap"], cols["n_used"]
+    ([1.0, 0.5, 0.2], [2, 2, 2])
     """
     cols = {k: [] for k in ROUND_FIELDS}
     for e in entries:
@@ -136,6 +169,24 @@ def round_columns(entries):
             v = e.get(k)
             cols[k].append(v if v is not None else math.nan if k == "cut" else 0)
     cols["duality_gap"] = [max(float(g), GAP_FLOOR) for g in cols["duality_gap"]]
+    best_p = float(previous["best_primal"]) if previous else math.inf
+    best_d = float(previous["best_dual"]) if previous else -math.inf
+    used_before = previous["n_used"] if previous else None
+    for k in DERIVED_FIELDS:
+        cols[k] = []
+    for i, (p, d) in enumerate(zip(cols["primal"], cols["dual"])):
+        if math.isfinite(p) and math.isfinite(d):
+            best_p, best_d = min(best_p, float(p)), max(best_d, float(d))
+        cols["best_primal"].append(best_p)
+        cols["best_dual"].append(best_d)
+        gap = (best_p - best_d) / max(abs(best_p), np.finfo(float).tiny) \
+            if math.isfinite(best_p) and math.isfinite(best_d) else math.nan
+        cols["best_gap"].append(max(gap, GAP_FLOOR))
+        if cols["n_used"][i] == 0 and used_before is not None:
+            cols["n_used"][i] = used_before   # a certificate-only last round
+        used_before = cols["n_used"][i]
+        for k, marker in (("n_dropped", "dropped_marker"), ("n_preempted", "preempted_marker")):
+            cols[marker].append(cols[k][i] if cols[k][i] else math.nan)
     return cols
 
 
@@ -227,20 +278,27 @@ def scale_in_columns(entries):
     return cols
 
 
-def placement_columns(placement):
-    """Rows and chunks per worker, from a backend's ``describe()``.
+def placement_columns(placement, process_memory=None):
+    """Rows, chunks and memory per worker, from a backend's ``describe()``.
 
     Parameters
     ----------
     placement : dict
-        ``{worker: {"chunks": [chunk ids], "rows": n}}``.
+        ``{worker: {"chunks": [chunk ids], "rows": n, "nbytes": bytes}}``
+        (``nbytes`` where known).
+    process_memory : dict, optional
+        ``{worker: bytes}``: each worker process's memory (RSS), as the
+        scheduler knows it.
 
     Returns
     -------
     dict of str to list
-        ``worker``, ``rows``, ``chunks`` (how many) and ``chunk_ids`` (text).
+        ``worker``, ``rows``, ``chunks`` (how many), ``chunk_ids`` (text),
+        ``nbytes`` (the bytes of data held for the fit) and ``memory`` (the
+        process's), NaN where unknown.
     """
-    cols = {"worker": [], "rows": [], "chunks": [], "chunk_ids": []}
+    cols = {"worker": [], "rows": [], "chunks": [], "chunk_ids": [], "nbytes": [],
+            "memory": []}
     for w in sorted(placement or {}):
         info = placement[w] or {}
         chunks = list(info.get("chunks", []))
@@ -248,7 +306,35 @@ def placement_columns(placement):
         cols["rows"].append(int(info.get("rows", 0)))
         cols["chunks"].append(len(chunks))
         cols["chunk_ids"].append(", ".join(map(str, chunks)))
+        cols["nbytes"].append(float(info.get("nbytes", math.nan)))
+        cols["memory"].append(float((process_memory or {}).get(w, math.nan)))
     return cols
+
+
+def format_bytes(n):
+    """``n`` bytes as text with a binary unit (``"1.5 MiB"``); ``"?"`` for NaN or None.
+
+    Parameters
+    ----------
+    n : float or None
+        A number of bytes.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> format_bytes(1536), format_bytes(3 * 2**30), format_bytes(float("nan"))
+    ('1.5 KiB', '3.0 GiB', '?')
+    """
+    if n is None or not math.isfinite(n):
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
 
 
 def estimate_eta(entries, *, tol, max_iter, window=5):
@@ -456,7 +542,8 @@ class FitRecord:
         Returns
         -------
         dict
-            ``fit``, ``estimator``, ``status``, ``rounds``, ``duality_gap``,
+            ``fit``, ``estimator``, ``status``, ``rounds`` (rounds done, the
+            last entry's ``round``: ``n_iter_``), ``duality_gap``,
             ``n_workers``, ``seconds`` and ``eta`` (seconds, NaN when unknown).
         """
         last = self.entries[-1] if self.entries else {}
@@ -465,8 +552,10 @@ class FitRecord:
             eta = estimate_eta(self.entries, tol=float(self.params.get("tol", 0.0)),
                                max_iter=int(self.params.get("max_iter", 0)))
         seconds = (self.end or {}).get("time", last.get("time", float("nan")))
+        # rounds done: the entries also hold round 0, the start, so the last
+        # entry's round is the count (``n_iter_``), as the status line says
         return {"fit": self.fit, "estimator": self.estimator, "status": self.status,
-                "rounds": len(self.entries),
+                "rounds": int(last.get("round", 0)),
                 "duality_gap": float(last.get("duality_gap", float("nan"))),
                 "n_workers": int(last.get("n_workers", len(self.placement))),
                 "seconds": float(seconds),

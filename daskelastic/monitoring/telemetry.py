@@ -15,6 +15,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import threading
 import time
 import uuid
 
@@ -215,6 +216,7 @@ class FitMonitor:
         self.sender = None
         self._backend = backend
         self._placed = None   # the placement last published
+        self._placing = threading.Lock()
         self._last = None
         self._t0 = time.perf_counter()
         if client is not None and config.get("telemetry"):
@@ -274,12 +276,47 @@ class FitMonitor:
         try:
             placement = self._backend.describe(ask_workers=False)
             if placement != self._placed:
-                self._placed = placement
-                self.sender.send(to_message({"event": "placement", "fit": self.fit_id,
-                                             "estimator": self.estimator_name,
-                                             "placement": placement}))
+                with self._placing:
+                    self._placed = placement
+                    self._send_placement(placement)
+                self._ask_held_bytes(placement)
         except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
             logger.debug("daskelastic telemetry: no placement (%r)", e)
+
+    def _send_placement(self, placement):
+        self.sender.send(to_message({"event": "placement", "fit": self.fit_id,
+                                     "estimator": self.estimator_name,
+                                     "placement": placement}))
+
+    def _ask_held_bytes(self, placement):
+        """Publish the placement again with the bytes each worker holds for the fit.
+
+        Only the workers know the bytes of their packed rows, so they are
+        asked on the client's event loop, not in the fit's thread, which goes
+        on; the answer is dropped when the chunks moved meanwhile.
+        """
+        if not placement or not hasattr(self._backend, "client"):
+            return   # not workers on Dask: nothing to ask
+        from ..backends.dask.worker import held_bytes
+
+        client = self.sender.client
+
+        async def ask():
+            try:
+                held = await client.run(held_bytes, self.fit_id, workers=list(placement),
+                                        on_error="ignore", asynchronous=True)
+            except Exception as e:  # noqa: BLE001 - telemetry never fails a fit
+                logger.debug("daskelastic telemetry: no bytes held (%r)", e)
+                return
+            # a worker of the placement that holds nothing answered after the
+            # fit ended (and dropped its state): no news
+            with_bytes = {w: {**info, "nbytes": held[w]} if held.get(w) else info
+                          for w, info in placement.items()}
+            with self._placing:   # never after a newer placement
+                if self._placed is placement:
+                    self._send_placement(with_bytes)
+
+        client.loop.add_callback(ask)
 
     def finish(self, result=None, error=None):
         """Report how the fit ended; the first call counts.

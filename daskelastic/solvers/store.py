@@ -208,6 +208,21 @@ def _own_rows(X):
     return X
 
 
+def _nbytes(value):
+    """Bytes of the arrays (dense, or the three of a sparse matrix) in a nesting of them."""
+    if value is None:
+        return 0
+    if sp.issparse(value):
+        return int(value.data.nbytes + value.indices.nbytes + value.indptr.nbytes)
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
 def _empty_packing(m):
     """The packing of a solver that holds no rows."""
     return np.zeros((0, 0)), np.zeros((0, m)), np.zeros(0), np.zeros((0, m))
@@ -484,6 +499,16 @@ class ChunkStore:
         return (sum(r.shape[0] for r in self._rows.values())
                 + sum(c[0].shape[0] for c in self._unpacked.values())
                 + sum(b.X.shape[0] for b in self._blocks))
+
+    @property
+    def nbytes(self):
+        """Bytes of the rows held and their dual state: the packing and what waits for it.
+
+        Read without a lock (the dashboard asks while rounds run), so a
+        repacking at the same moment may count one side of it.
+        """
+        return _nbytes([self._packed, self._indices, list(self._unpacked.values()),
+                        list(self._blocks)])
 
     def alpha_by_chunk(self):
         """The committed dual state of every chunk held.

@@ -328,6 +328,18 @@ def describe(fit_id):
         return {"chunks": fit.solver.chunk_ids, "rows": fit.solver.n_rows}
 
 
+def held_bytes(fit_id, dask_worker=None):
+    """Bytes of the rows this worker holds for a fit, with their dual state; 0 for none.
+
+    For the dashboard, through ``Client.run``: it runs in the worker's event
+    loop, so it takes no lock (a round holds it while it runs).
+    """
+    reg = getattr(dask_worker or get_worker(), _REGISTRY_ATTR, None) or {}
+    fit = reg.get(fit_id)
+    solver = fit.solver if fit is not None else None
+    return 0 if solver is None else int(solver.nbytes)
+
+
 def take_chunks(fit_id, epoch, chunk_ids):
     """Remove chunks from this worker's solver; return their rows as a ``RowBlock``.
 
