@@ -1,7 +1,8 @@
 """The places where daskelastic reaches into ``distributed`` beyond its public API.
 
 Each use is here with its reason, and ``tests/test_distributed_edges.py``
-fails loudly when a release of distributed changes what it relies on.
+(``tests/test_dashboard.py`` for the dashboard page) fails loudly when a
+release of distributed changes what it relies on.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import contextlib
 
 __all__ = ["serve_scaling", "restore_scaling", "current_client_set", "call_actor_directly",
-           "actor_holders", "add_handler", "remove_handler", "forget_close_count"]
+           "actor_holders", "add_handler", "remove_handler", "forget_close_count",
+           "add_dashboard_page", "style_dashboard_doc"]
 
 #: The scheduler methods autoscalers call, by their handler names: the HTTP
 #: routes of ``distributed.http.scheduler.api`` call the methods, RPC clients
@@ -130,3 +132,62 @@ def forget_close_count(adaptive, name):
     is closed at once, so its count starts again.
     """
     adaptive.close_counts.pop(name, None)
+
+
+def add_dashboard_page(scheduler, path, make_doc, menu_entry):
+    """Serve a Bokeh page at ``path`` of ``scheduler``'s dashboard; return whether it is.
+
+    distributed has no public API for a page of one's own: its dashboard is
+    a ``BokehTornado`` application in the scheduler's ``http_application``,
+    made by ``distributed.dashboard.core.BokehApplication`` with the
+    template variables of ``distributed.dashboard.scheduler`` (whose
+    ``plots`` list is the *More* menu).  A second application with the same
+    prefix and variables serves ``path`` beside it.  Idempotent.
+
+    Parameters
+    ----------
+    scheduler : distributed.Scheduler
+        The scheduler whose dashboard serves the page.
+    path : str
+        The page's path, e.g. ``"/daskelastic"``.
+    make_doc : callable
+        ``make_doc(scheduler, extra, doc)`` fills a Bokeh document.
+    menu_entry : dict
+        ``{"url": ..., "name": ...}``, the page's entry in the *More* menu.
+
+    Returns
+    -------
+    bool
+        False when the scheduler runs without a dashboard.
+    """
+    from bokeh.server.server import BokehTornado
+    from distributed.dashboard.core import BokehApplication
+    from distributed.dashboard.scheduler import template_variables
+    from tornado.ioloop import IOLoop
+
+    http = getattr(scheduler, "http_application", None)
+    bokeh_apps = [a for a in getattr(http, "applications", []) if isinstance(a, BokehTornado)]
+    if not bokeh_apps:  # the scheduler runs without a dashboard
+        return False
+    if any(path in app.app_paths for app in bokeh_apps):
+        return True
+    variables = template_variables(scheduler)
+    plots = variables.setdefault("plots", [])
+    if menu_entry not in plots:
+        plots.append(dict(menu_entry))
+        plots.sort(key=lambda d: d["name"])
+    app = BokehApplication({path: make_doc}, scheduler, prefix=bokeh_apps[0].prefix,
+                           template_variables=variables)
+    http.add_application(app)
+    app.initialize(IOLoop.current())
+    app.start()
+    return True
+
+
+def style_dashboard_doc(doc, extra):
+    """Give ``doc`` the dashboard's page template and theme, as distributed's own pages."""
+    from distributed.dashboard.components.scheduler import BOKEH_THEME, env
+
+    doc.template = env.get_template("simple.html")
+    doc.template_variables.update(extra)
+    doc.theme = BOKEH_THEME

@@ -22,6 +22,7 @@ import weakref
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from .. import _distributed
 from .records import TOPIC, FitLog
 
 __all__ = ["DashboardPlugin", "register_dashboard", "dashboard_link", "PAGE", "PLUGIN_NAME"]
@@ -103,7 +104,7 @@ class DashboardPlugin(SchedulerPlugin):
                 scheduler.log_event(topic, msg)
 
         # several events in one message: a fit sends its rounds' events together
-        scheduler.handlers[BATCH_HANDLER] = log_events
+        _distributed.add_handler(scheduler, BATCH_HANDLER, log_events)
         try:
             self.page_served = add_page(scheduler)
         except Exception as e:  # noqa: BLE001 - the events are still collected
@@ -143,33 +144,10 @@ def add_page(scheduler):
     with the same URL prefix, page template and theme, and adds the page to
     the *More* menu of every dashboard page.
     """
-    from bokeh.server.server import BokehTornado
-    from distributed.dashboard.core import BokehApplication
-    from distributed.dashboard.scheduler import template_variables
-    from tornado.ioloop import IOLoop
-
-    http = getattr(scheduler, "http_application", None)
-    bokeh_apps = [a for a in getattr(http, "applications", []) if isinstance(a, BokehTornado)]
-    if not bokeh_apps:  # the scheduler runs without a dashboard
-        return False
-    if any(PAGE in app.app_paths for app in bokeh_apps):
-        return True
-    variables = template_variables(scheduler)
-    plots = variables.setdefault("plots", [])
-    if _MENU_ENTRY not in plots:
-        plots.append(dict(_MENU_ENTRY))
-        plots.sort(key=lambda d: d["name"])
-    app = BokehApplication({PAGE: _page_doc}, scheduler, prefix=bokeh_apps[0].prefix,
-                           template_variables=variables)
-    http.add_application(app)
-    app.initialize(IOLoop.current())
-    app.start()
-    return True
+    return _distributed.add_dashboard_page(scheduler, PAGE, _page_doc, _MENU_ENTRY)
 
 
 def _page_doc(scheduler, extra, doc):
-    from distributed.dashboard.components.scheduler import BOKEH_THEME, env
-
     plugin = scheduler.plugins.get(PLUGIN_NAME)
     log = plugin.log if plugin is not None and plugin.log is not None else FitLog()
     page = FitsPage(log, scheduler=scheduler)
@@ -177,9 +155,7 @@ def _page_doc(scheduler, extra, doc):
     doc.add_periodic_callback(page.update, UPDATE_INTERVAL)
     doc.title = "Dask: daskelastic fits"
     doc.add_root(page.root)
-    doc.template = env.get_template("simple.html")
-    doc.template_variables.update(extra)
-    doc.theme = BOKEH_THEME
+    _distributed.style_dashboard_doc(doc, extra)
 
 
 class FitsPage:
