@@ -413,7 +413,7 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             break
         fit.commit(round_id, outcome, used, step, proposal, intercept_sums, objective, plan)
         n_iter = round_id + 1
-        if fit.elastic is not None and fit.between_rounds(entry, results):
+        if fit.elastic is not None and fit.after_round(entry, results):
             continue     # the workers changed and Catalyst switched off
         fit.observe(round_id, w, objective, fenchel_young, mismatch)
     if not converged and not stop_requested:
@@ -485,7 +485,7 @@ class _RoundLoop:
         the round runs again on the workers left.
         """
         backend, problem = self.backend, self.problem
-        self.settlements = backend.between_rounds(self.settlements)
+        self.settlements = backend.before_round(self.settlements)
         self.round_events, self.events = self.events, []
         while True:
             workers = backend.workers()
@@ -564,7 +564,7 @@ class _RoundLoop:
             duration=self.backend.clock() - outcome.start, gap=objective.relative_gap,
             n_backup=plan.n_backup))
 
-    def between_rounds(self, entry, results):
+    def after_round(self, entry, results):
         """Scale-in, joins, rebalancing and recovery after a committed round.
 
         Returns True when the workers changed and Catalyst switched off (the
@@ -575,7 +575,7 @@ class _RoundLoop:
         elastic = self.elastic
         elastic.observe(entry, results)
         try:
-            step = elastic.between_rounds(self.settlements)
+            step = elastic.after_round(self.settlements)
             lost = None    # (recovered from inside, if at all)
         except WorkersLost as error:   # a worker died during a move or a release
             step, lost = ElasticStep([], True, True, None), error.workers

@@ -53,7 +53,7 @@ _SHARE_MIN_SECONDS = max(0.005, 20 * time.get_clock_info("thread_time").resoluti
 
 
 class ElasticStep(NamedTuple):
-    """What :meth:`ElasticController.between_rounds` did after a round.
+    """What :meth:`ElasticController.after_round` did after a round.
 
     Attributes
     ----------
@@ -124,7 +124,7 @@ class ElasticController:
         elastic = ElasticController(
             backend, make_scaling_policy(ConvergenceScalingPolicy(release_workers=True)))
         elastic.observe(entry, results)          # after each round
-        step = elastic.between_rounds(settlements)
+        step = elastic.after_round(settlements)
     """
 
     def __init__(self, backend, scaling_policy, *, max_workers=None, check_interval=None,
@@ -195,7 +195,7 @@ class ElasticController:
                                         else workers))
 
     # -- acting between rounds ------------------------------------------------
-    def between_rounds(self, settlements):
+    def after_round(self, settlements):
         """Act on the last round: recover, scale in, take in joiners or rebalance.
 
         Parameters

@@ -458,7 +458,7 @@ def test_a_failure_during_a_chunk_move_leaves_the_backend_consistent(flights_600
     backend = SimulatedBackend(problem, chunks,
                                ClusterModel(n_workers=4, events=events,
                                             rebalance_on_join=False, **_NETWORK))
-    assert backend.between_rounds({}) == {}           # the joiner arrives, idle
+    assert backend.before_round({}) == {}           # the joiner arrives, idle
     moves = [(c, "sim-00000", "sim-00004") for c in backend.placement["sim-00000"]]
     with pytest.raises(WorkerLost) as info:
         backend.move_chunks(moves)                    # takes > 5e-4 virtual seconds
@@ -474,11 +474,11 @@ def test_a_failure_during_a_departure_releases_the_leaver(flights_600):
     events = [ClusterEvent(0.0, "leave", worker=0), ClusterEvent(1e-4, "fail", worker=2)]
     backend = SimulatedBackend(problem, chunks,
                                ClusterModel(n_workers=4, events=events, **_NETWORK))
-    assert backend.between_rounds({}) == {}           # the departure is announced
+    assert backend.before_round({}) == {}           # the departure is announced
     assert backend.departing() == ["sim-00000"]
     controller = ElasticController(backend, make_scaling_policy(None))
     with pytest.raises(WorkerLost):
-        controller.between_rounds({})                 # moves sim-00000's chunks
+        controller.after_round({})                 # moves sim-00000's chunks
     state = backend.describe()
     assert state["sim-00000"]["state"] == "left" and state["sim-00000"]["rows"] == 0
     assert "sim-00000" not in backend.live_workers()

@@ -173,7 +173,7 @@ class Backend(Protocol):  # numpydoc ignore=PR01
         """``Σ ‖x_i‖²`` over all rows held (without the intercept feature)."""
         raise NotImplementedError
 
-    def between_rounds(self, settlements: Settlements) -> Settlements:
+    def before_round(self, settlements: Settlements) -> Settlements:
         """Called before each round, ahead of :meth:`workers`.
 
         A backend may apply the settlements here, and the cluster events due

@@ -624,7 +624,7 @@ class SimulatedBackend(ElasticBackend):
     def cost(self):
         return sum(wk.price * wk.billed_seconds(self._now) for wk in self._workers.values())
 
-    def between_rounds(self, settlements):
+    def before_round(self, settlements):
         """Apply the cluster events due by now, then settle the last round.
 
         Departures and arrivals are left to the elastic controller
