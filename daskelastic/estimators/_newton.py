@@ -52,12 +52,19 @@ def uses_newton(estimator, problem):
     return size <= config.get("newton.max-size") and not rounds_wanted
 
 
-def _encode_block(X, y, sw, encoder):
-    """One dask block's ``(X, Y, c)``, its targets encoded (on the worker)."""
-    data = X.data if sp.issparse(X) else X
-    if not np.all(np.isfinite(data)):
-        raise not_finite("X")
-    Y, c = encoder.encode(np.asarray(y), None if sw is None else np.asarray(sw))
+def _encode_block(X, y, sw, encoder, index, start):
+    """One dask block's ``(X, Y, c)``, its targets encoded (on the worker).
+
+    Bad values raise the CoCoA+ loader's message, which names the block.
+    """
+    try:
+        data = X.data if sp.issparse(X) else X
+        if not np.all(np.isfinite(data)):
+            raise not_finite("X")
+        Y, c = encoder.encode(np.asarray(y), None if sw is None else np.asarray(sw))
+    except ValueError as error:
+        raise ValueError(f"{error} (in row block {index}: rows {start:,} to "
+                         f"{start + X.shape[0] - 1:,} of the input)") from None
     return X, Y, c
 
 
@@ -71,8 +78,9 @@ def _dask_blocks(X, y, sw, encoder, held, client):
     xs = X.to_delayed().ravel()
     ys = y.to_delayed().ravel()
     ws = [None] * len(xs) if sw is None else sw.to_delayed().ravel()
-    blocks = [dask.delayed(_encode_block, pure=True)(xb, yb, wb, encoder)
-              for xb, yb, wb in zip(xs, ys, ws, strict=True)]
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    blocks = [dask.delayed(_encode_block, pure=True)(xb, yb, wb, encoder, i, int(start))
+              for i, (xb, yb, wb, start) in enumerate(zip(xs, ys, ws, starts, strict=True))]
     if client is None:
         return list(dask.persist(*blocks, scheduler="threads"))
     return list(client.persist(blocks))
@@ -95,71 +103,32 @@ def fit_newton(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held)
     persisted).  Each step appends a ``history_`` entry with the CoCoA+
     rounds' keys that the progress bar and the dashboard read.
     """
-    import dask
-
-    from ..driver import FitResult
-    from ..newton import newton_sums, solve
-
     started = time.perf_counter()
+    owns_cluster = estimator.client is None and current_client() is None
     if dask_input:
         client = estimator.client or current_client()
         session = _NoSession(client)
     else:
         session = fit_session(client=estimator.client, backend=estimator.backend,
                               n_values=0, n_workers=estimator.n_workers)
-    with session as (kind, client), client_context(client):
-        if dask_input:
-            blocks = _dask_blocks(X, Y, sw, encoder, held, client)
-        elif kind == "inprocess":
-            blocks = _memory_blocks(X, Y, sw, 1)
-        else:
-            workers = client.scheduler_info(n_workers=-1)["workers"]
-            cpw = estimator.chunks_per_worker or config.get("chunks-per-worker")
-            # embedded in their tasks (not scattered): a lost worker's blocks are
-            # recomputed from the graph
-            blocks = client.persist([dask.delayed(b, traverse=False) for b in
-                                     _memory_blocks(X, Y, sw, max(len(workers), 1) * cpw)])
+    blocks = []
+    try:
+        with session as (kind, client), client_context(client):
+            result, last_entry = _run(estimator, X, Y, sw, encoder, problem, w_start,
+                                      dask_input, held, kind, client, blocks, started,
+                                      owns_cluster and not dask_input)
+    except Exception as error:
+        # the blocks' futures would live on in the traceback's frames
+        blocks.clear()
         held.clear()
-        n_workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)
-                                                 ["workers"])
-        scheduler = client if client is not None else "threads"
-        common = dict(loss=problem.loss, intercept_scaling=problem.intercept_scaling,
-                      free=problem.free_intercept)
-
-        def evaluate(w, step, trial_steps):
-            return newton_sums(blocks, client=scheduler, w=w, step=step,
-                               trial_steps=trial_steps, **common)
-
-        monitor = FitMonitor(estimator, None, client,
-                             progress=estimator._progress_callback())
-        last = [started]
-
-        def on_step(entry):
-            now = time.perf_counter()
-            entry.update(_round_keys(n_workers, problem.n_samples, now - last[0]))
-            last[0] = now
-            monitor.on_round(entry)
-
-        try:
-            w, n_iter, converged, history = solve(evaluate, problem, tol=estimator.tol,
-                                                  max_iter=estimator.max_iter,
-                                                  w_start=w_start, callback=on_step,
-                                                  start=started)
-        except BaseException as error:
-            monitor.finish(error=error)
-            raise
-        last_entry = history[-1]
-        from ..objective import Objective
-
-        objective = Objective(primal=last_entry["primal"], dual=last_entry["dual"],
-                              gap=last_entry["gap"], relative_gap=last_entry["duality_gap"])
-        result = FitResult(w, n_iter, converged, objective, history)
-        monitor.finish(result)
+        raise error.with_traceback(None) from None
+    blocks.clear()
+    objective = result.objective
     if estimator.verbose:
-        print(f"[daskelastic] Newton solver on {problem.n_samples:,} rows: {n_iter} steps, "
-              f"{last_entry['passes']} passes, relative duality gap "
+        print(f"[daskelastic] Newton solver on {problem.n_samples:,} rows: "
+              f"{result.n_iter} steps, {last_entry['passes']} passes, relative duality gap "
               f"{objective.relative_gap:.2e}", flush=True)
-    if not converged:
+    if not result.converged:
         warnings.warn(
             f"daskelastic did not reach tol={estimator.tol:g} in max_iter="
             f"{estimator.max_iter} Newton steps (relative duality gap "
@@ -168,6 +137,67 @@ def fit_newton(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held)
             "classes with a weak penalty have no finite optimum: the coefficients "
             "grow with every step", ConvergenceWarning, stacklevel=5)
     return result
+
+
+def _run(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held, kind, client,
+         blocks, started, embedded):
+    """Place the blocks (into the list ``blocks``) and take the steps.
+
+    Returns ``(FitResult, the last history entry)``.
+    """
+    import dask
+
+    from ..driver import FitResult
+    from ..newton import newton_sums, solve
+    from ..objective import Objective
+
+    if embedded and kind == "dask" and estimator.verbose:
+        k = len(client.scheduler_info(n_workers=-1)["workers"])
+        print(f"[daskelastic] fitting on a LocalCluster of {k} worker{'s' if k != 1 else ''} "
+              "started for this fit (backend='dask')", flush=True)
+    if dask_input:
+        blocks.extend(_dask_blocks(X, Y, sw, encoder, held, client))
+    elif kind == "inprocess":
+        blocks.extend(_memory_blocks(X, Y, sw, 1))
+    else:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        cpw = estimator.chunks_per_worker or config.get("chunks-per-worker")
+        # embedded in their tasks (not scattered): a lost worker's blocks are
+        # recomputed from the graph
+        blocks.extend(client.persist([dask.delayed(b, traverse=False) for b in
+                                      _memory_blocks(X, Y, sw, max(len(workers), 1) * cpw)]))
+    held.clear()
+    n_workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)["workers"])
+    scheduler = client if client is not None else "threads"
+    common = dict(loss=problem.loss, intercept_scaling=problem.intercept_scaling,
+                  free=problem.free_intercept)
+
+    def evaluate(w, step, trial_steps):
+        return newton_sums(blocks, client=scheduler, w=w, step=step,
+                           trial_steps=trial_steps, **common)
+
+    monitor = FitMonitor(estimator, None, client, progress=estimator._progress_callback())
+    last = [started]
+
+    def on_step(entry):
+        now = time.perf_counter()
+        entry.update(_round_keys(n_workers, problem.n_samples, now - last[0]))
+        last[0] = now
+        monitor.on_round(entry)
+
+    try:
+        w, n_iter, converged, history = solve(evaluate, problem, tol=estimator.tol,
+                                              max_iter=estimator.max_iter, w_start=w_start,
+                                              callback=on_step, start=started)
+    except BaseException as error:
+        monitor.finish(error=error)
+        raise
+    entry = history[-1]
+    objective = Objective(primal=entry["primal"], dual=entry["dual"], gap=entry["gap"],
+                          relative_gap=entry["duality_gap"])
+    result = FitResult(w, n_iter, converged, objective, history)
+    monitor.finish(result)
+    return result, entry
 
 
 def _round_keys(n_workers, n_rows, seconds):
