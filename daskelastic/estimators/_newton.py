@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .. import config
 from ..monitoring import FitMonitor
+from ..newton import placed_block
 from ..session import client_context, current_client, fit_session
 from ..targets import not_finite
 
@@ -65,7 +66,7 @@ def _encode_block(X, y, sw, encoder, index, start):
     except ValueError as error:
         raise ValueError(f"{error} (in row block {index}: rows {start:,} to "
                          f"{start + X.shape[0] - 1:,} of the input)") from None
-    return X, Y, c
+    return placed_block(X), Y, c
 
 
 def _dask_blocks(X, y, sw, encoder, held, client):
@@ -91,8 +92,8 @@ def _memory_blocks(X, Y, sw, k):
     n = X.shape[0]
     k = max(k, -(-n // _ROWS_PER_BLOCK))
     edges = np.linspace(0, n, k + 1).astype(int)
-    return [(X[a:b], Y[a:b], sw[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)
-            if b > a]
+    return [(placed_block(X[a:b]), Y[a:b], sw[a:b])
+            for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
 def fit_newton(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held):
