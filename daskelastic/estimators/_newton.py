@@ -92,8 +92,14 @@ def _memory_blocks(X, Y, sw, k):
     n = X.shape[0]
     k = max(k, -(-n // _ROWS_PER_BLOCK))
     edges = np.linspace(0, n, k + 1).astype(int)
-    return [(placed_block(X[a:b]), Y[a:b], sw[a:b])
-            for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+    return [(X[a:b], Y[a:b], sw[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)
+            if b > a]
+
+
+def _placed(block):
+    """A block as its passes read it (see :func:`daskelastic.newton.placed_block`)."""
+    X, Y, c = block
+    return placed_block(X), Y, c
 
 
 def fit_newton(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held):
@@ -159,14 +165,20 @@ def _run(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held, kind,
     if dask_input:
         blocks.extend(_dask_blocks(X, Y, sw, encoder, held, client))
     elif kind == "inprocess":
-        blocks.extend(_memory_blocks(X, Y, sw, 1))
+        blocks.extend(_placed(b) for b in _memory_blocks(X, Y, sw, 1))
     else:
         workers = client.scheduler_info(n_workers=-1)["workers"]
         cpw = estimator.chunks_per_worker or config.get("chunks-per-worker")
         # embedded in their tasks (not scattered): a lost worker's blocks are
-        # recomputed from the graph
-        blocks.extend(client.persist([dask.delayed(b, traverse=False) for b in
-                                      _memory_blocks(X, Y, sw, max(len(workers), 1) * cpw)]))
+        # recomputed from the graph; made dense there, not here (the smaller
+        # form travels)
+        with warnings.catch_warnings():
+            # (distributed's advice against large graphs: here they are the
+            # point, the blocks' source for a recomputation)
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            blocks.extend(client.persist([
+                dask.delayed(_placed, pure=True)(b)
+                for b in _memory_blocks(X, Y, sw, max(len(workers), 1) * cpw)]))
     held.clear()
     n_workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)["workers"])
     scheduler = client if client is not None else "threads"
