@@ -189,7 +189,7 @@ _ = dual_value
 #: A sparse block with at least this share of non-zeros is made dense when it
 #: is placed (in at most 20× the memory of its values): its Hessian's product
 #: is then BLAS's, several times faster than a sparse product's conversions.
-DENSE_SHARE = 0.05
+DENSE_SHARE = 0.1
 
 
 def placed_block(X):

@@ -256,7 +256,7 @@ class _CoCoABase(BaseEstimator):
         elif self._uses_newton(problem):
             result = self._fit_newton(X, y if dask_input else Y,
                                       sample_weight if dask_input else sw, encoder, problem,
-                                      w_start, dask_input, held)
+                                      w_start, dask_input, held, centre)
         else:
             result = self._fit_cocoa(X, y if dask_input else Y,
                                      sample_weight if dask_input else sw, encoder, problem,
@@ -281,9 +281,9 @@ class _CoCoABase(BaseEstimator):
         """Whether the fit runs the Newton solver (:mod:`daskelastic.newton`) instead of rounds."""
         return uses_newton(self, problem)
 
-    def _fit_newton(self, X, Y, sw, encoder, problem, w_start, dask_input, held):
+    def _fit_newton(self, X, Y, sw, encoder, problem, w_start, dask_input, held, centre):
         """The Newton solver's :class:`~daskelastic.driver.FitResult` (see ``_newton.py``)."""
-        return fit_newton(self, X, Y, sw, encoder, problem, w_start, dask_input, held)
+        return fit_newton(self, X, Y, sw, encoder, problem, w_start, dask_input, held, centre)
 
     def _fit_cocoa(self, X, Y, sw, encoder, problem, w_start, dask_input, n_values, held):
         """CoCoA+ rounds on the backend the session gives: the :class:`FitResult`.

@@ -102,15 +102,42 @@ def _placed(block):
     return placed_block(X), Y, c
 
 
-def fit_newton(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held):
+#: Centred columns in memory whose uncentred values are at least this share of
+#: zeros (one-hot encoded categories) are fitted uncentred and sparse: Newton's
+#: steps do not need the centring, and the Hessian's product then costs the
+#: non-zeros' pairs, not ``d²`` per row.
+SPARSE_ZEROS = 0.9
+
+
+def _uncentred(X, centre, w_start):
+    """``X + centre`` as CSR where it is mostly zeros (and ``w_start`` moved so), or None."""
+    if centre is None or sp.issparse(X) or not X.size:
+        return None
+    sample = X[: min(X.shape[0], 2000)] + centre.astype(X.dtype)
+    if np.count_nonzero(sample) > (1.0 - SPARSE_ZEROS) * sample.size:
+        return None
+    X = sp.csr_matrix(X + centre.astype(X.dtype))
+    if w_start is not None:
+        w_start = w_start.copy()
+        w_start[-1] -= centre @ w_start[:-1]
+    return X, w_start
+
+
+def fit_newton(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held,
+               centre=None):
     """The Newton solver's :class:`~daskelastic.driver.FitResult` for ``estimator``.
 
     ``Y`` and ``sw`` are the encoded targets and weights in memory, or the
     raw dask targets and weights of dask input (encoded as the blocks are
-    persisted).  Each step appends a ``history_`` entry with the CoCoA+
-    rounds' keys that the progress bar and the dashboard read.
+    persisted).  ``centre`` is what the caller subtracted from ``X``'s
+    columns (None: nothing), added back here where that makes ``X`` sparse.
+    Each step appends a ``history_`` entry with the CoCoA+ rounds' keys that
+    the progress bar and the dashboard read.
     """
     started = time.perf_counter()
+    uncentred = None if dask_input else _uncentred(X, centre, w_start)
+    if uncentred is not None:
+        X, w_start = uncentred
     owns_cluster = estimator.client is None and current_client() is None
     if dask_input:
         client = estimator.client or current_client()
@@ -130,6 +157,8 @@ def fit_newton(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held)
         held.clear()
         raise error.with_traceback(None) from None
     blocks.clear()
+    if uncentred is not None:   # back to the centred columns' intercept the caller maps
+        result.w[-1] += centre @ result.w[:-1]
     objective = result.objective
     if estimator.verbose:
         print(f"[daskelastic] Newton solver on {problem.n_samples:,} rows: "
