@@ -224,6 +224,13 @@ def main():
 
     log("# bench_newton: time to relative suboptimality, logistic regression, C = 1")
     log(f"command: python {' '.join(sys.argv)}")
+    import os
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=Path(__file__).parent).stdout.strip()
+    log(f"run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}, "
+        f"load average {os.getloadavg()[0]:.1f}")
     log("machine: 2 cores shared with other jobs (timings are noisy; compare ratios)")
     df = flights_frame()
     rows = []
