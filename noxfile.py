@@ -46,7 +46,9 @@ def nojit(session):
     """The kernel tests with NUMBA_DISABLE_JIT=1, so the kernel bodies are covered."""
     session.install("-e", ".[test]")
     session.run("pytest", "-m", "not slow", "tests/test_losses.py", "tests/test_solvers.py",
-                "tests/test_objective.py", "tests/test_vmath.py", *session.posargs,
+                "tests/test_objective.py", "tests/test_vmath.py",
+                "tests/test_newton.py::test_the_pointwise_kernel_matches_its_numpy_twin",
+                *session.posargs,
                 env=_numba_env(NUMBA_DISABLE_JIT="1"))
 
 

@@ -121,7 +121,8 @@ class Problem:
         :func:`daskelastic.losses.loss_code`).
     lam : float
         ``λ = 1 / (C n)`` (see :func:`daskelastic.objective.lambda_from_C`),
-        the weight of ``½‖w‖²``; 0 for a pure L1 penalty.
+        the weight of ``½‖w‖²``; 0 for a pure L1 penalty, or with ``l1`` 0
+        for no penalty (which only :mod:`daskelastic.newton` fits).
     n_samples, n_features, n_targets : int
         ``n``, ``d`` and ``m`` (one-vs-rest classes or regression targets).
     intercept_scaling : float
@@ -159,9 +160,9 @@ class Problem:
     l1: float = 0.0
 
     def __post_init__(self):
-        if not (self.lam >= 0 and self.l1 >= 0 and self.lam + self.l1 > 0):
-            raise ValueError(f"lam and l1 must be >= 0, one of them > 0; got lam={self.lam}, "
-                             f"l1={self.l1}")
+        # (both 0: no penalty, which the Newton solver alone fits; run_cocoa refuses it)
+        if not (self.lam >= 0 and self.l1 >= 0):
+            raise ValueError(f"lam and l1 must be >= 0; got lam={self.lam}, l1={self.l1}")
         if self.l1 and self.intercept_scaling and not self.free_intercept:
             raise ValueError("an L1 penalty needs a free intercept or none "
                              "(free_intercept=True or intercept_scaling=0)")
@@ -377,6 +378,11 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     >>> result.history[-1]["duality_gap"] == result.objective.relative_gap
     True
     """
+    if problem.lam == 0 and problem.l1 == 0:
+        raise ValueError("no penalty (C=inf or penalty=None): CoCoA+ needs one (its dual "
+                         "has no solution without); fit with solver='newton' (or 'auto', "
+                         "which picks it where n_features × n_targets ≤ "
+                         "daskelastic.newton.max-size), or a finite C")
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
     fit = _RoundLoop(backend, problem, gamma=gamma, sigma=sigma, acceleration=acceleration,

@@ -221,3 +221,46 @@ def softmax_intercept_sums(Y, c, A):
         out[m + 1] += c[i] * beta * (1 - beta)           # c·p(1 − p) at the matched margins
         out[m + 2] += c[i]
     return out
+
+
+def newton_pointwise(loss, Y, c, Z, A, curvature):
+    """Twin of ``daskelastic.newton._pointwise``: ``(Σ c ℓ, Σ Fenchel–Young)``, the curvature."""
+    loss_sum = fy = 0.0
+    for i in range(Z.shape[0]):
+        if loss == "softmax":
+            if c[i] > 0:
+                li = c[i] * softmax_loss(Y[i], Z[i])
+                loss_sum += li
+                fy += li - softmax_dual_value(Y[i], A[i], c[i]) + A[i] @ Z[i]
+            continue
+        for k in range(Z.shape[1]):
+            y, z, a, ci = Y[i, k], Z[i, k], A[i, k], c[i]
+            if ci <= 0:
+                curvature[i, k] = 0.0
+                continue
+            li = ci * float(primal_loss(loss, y, z))
+            loss_sum += li
+            fy += li - dual_value(loss, y, a, ci) + a * z
+            if loss == "logistic":
+                p = 1.0 / (1.0 + np.exp(-z))
+                curvature[i, k] = ci * p * (1.0 - p)
+            elif loss == "squared_hinge":
+                curvature[i, k] = 2.0 * ci * (y * z < 1)
+            elif loss == "poisson":
+                curvature[i, k] = ci * np.exp(z)
+            else:
+                curvature[i, k] = ci
+    return loss_sum, fy
+
+
+def newton_trial_losses(loss, Y, c, Z, dZ, steps):
+    """Twin of ``daskelastic.newton._trial_losses``: ``Σ c ℓ(Z + t dZ)`` for each step ``t``."""
+    out = []
+    for t in steps:
+        M = Z + t * dZ
+        if loss == "softmax":
+            out.append(sum(c[i] * softmax_loss(Y[i], M[i]) for i in range(M.shape[0])
+                           if c[i] > 0))
+        else:
+            out.append(float(np.sum(c[:, None] * primal_loss(loss, Y, M))))
+    return np.array(out)

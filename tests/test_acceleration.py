@@ -36,13 +36,15 @@ def test_the_hinges_kappa_only_falls_and_the_fit_converges(flights_small):
     """Doubling κ after slow proximal problems took this fit past 2,000 rounds
     (κ grew to 770, gap stuck at 5e-3); halving it converges in ~50."""
     X, y = flights_small
-    est = de.LinearSVC(loss="hinge", C=0.1, fit_intercept=False, tol=1e-3, max_iter=400,
+    est = de.LinearSVC(solver="cocoa",
+                       loss="hinge", C=0.1, fit_intercept=False, tol=1e-3, max_iter=400,
                        backend="inprocess", n_workers=2, random_state=0).fit(X, y)
     kappa = np.array([h["kappa"] for h in est.history_])
     assert np.max(est.n_iter_) < 400 and est.duality_gap_ <= 1e-3
     assert kappa[0] > 0 and np.all(np.diff(kappa) <= 0) and kappa[-1] < kappa[0]
     # the certificate is the original problem's: the same optimum as a fixed κ
-    fixed = de.LinearSVC(loss="hinge", C=0.1, fit_intercept=False, tol=1e-3, max_iter=4000,
+    fixed = de.LinearSVC(solver="cocoa",
+                         loss="hinge", C=0.1, fit_intercept=False, tol=1e-3, max_iter=4000,
                          backend="inprocess", n_workers=2, random_state=0,
                          acceleration=0.25).fit(X, y)
     p, p_fixed = est.history_[-1]["primal"], fixed.history_[-1]["primal"]
@@ -64,7 +66,7 @@ def test_the_hinges_kappa_falls_when_the_outer_steps_stall(monkeypatch):
     X, y, _ = load_flights(20000)
     common = dict(loss="hinge", C=1.0, fit_intercept=False, tol=1e-4, max_iter=1000,
                   backend="inprocess", n_workers=2, random_state=1)
-    h = de.LinearSVC(**common).fit(X, y).history_
+    h = de.LinearSVC(solver="cocoa", **common).fit(X, y).history_
     outer = [e["outer"] for e in h]
     steps = [i for i in range(len(h) - 1) if outer[i + 1] > outer[i]]  # rounds ending one
     gaps = [h[i]["duality_gap"] for i in steps]
@@ -84,7 +86,7 @@ def test_the_hinges_kappa_falls_when_the_outer_steps_stall(monkeypatch):
     ratio = kappa[1:][changed] / kappa[:-1][changed]
     assert np.all(np.isclose(ratio, 0.5) | np.isclose(ratio, _HINGE_STALL_FACTOR))
     monkeypatch.setattr(schedules, "_HINGE_STALL_OUTERS", 10**9)
-    without = de.LinearSVC(**common).fit(X, y).history_
+    without = de.LinearSVC(solver="cocoa", **common).fit(X, y).history_
     assert len(h) < len(without) and h[-1]["duality_gap"] <= 1e-4
     assert h[-1]["primal"] == pytest.approx(without[-1]["primal"], rel=2e-4)
 
@@ -94,7 +96,7 @@ def test_logistic_starts_plain_and_accelerates_when_the_rounds_slow(flights_smal
     X, y = flights_small
     common = dict(C=0.1, fit_intercept=False, tol=1e-5, max_iter=1000, backend="inprocess",
                   n_workers=2, random_state=0)
-    auto = de.LogisticRegression(**common).fit(X, y)
+    auto = de.LogisticRegression(solver="cocoa", **common).fit(X, y)
     kappa = np.array([h["kappa"] for h in auto.history_])
     gaps = np.array([h["duality_gap"] for h in auto.history_])
     switch = int(np.argmax(kappa > 0))
@@ -102,7 +104,7 @@ def test_logistic_starts_plain_and_accelerates_when_the_rounds_slow(flights_smal
     assert gaps[switch - 1] > 0.6 * gaps[switch - 7]          # the rule that fired
     assert all(gaps[i] <= 0.6 * gaps[i - 6] for i in range(6, switch - 1))
     # Catalyst from the first round (a fixed κ factor) needed 48 rounds, this 32
-    catalyst = de.LogisticRegression(acceleration=0.25, **common).fit(X, y)
+    catalyst = de.LogisticRegression(solver="cocoa", acceleration=0.25, **common).fit(X, y)
     assert catalyst.history_[0]["kappa"] > 0
     assert len(auto.history_) < len(catalyst.history_)
     p, p_catalyst = auto.history_[-1]["primal"], catalyst.history_[-1]["primal"]
@@ -119,8 +121,8 @@ def test_one_worker_switches_the_acceleration_on_when_plain_rounds_stall(
 
     def fit(**kw):
         if loss == "logistic":
-            return de.LogisticRegression(**common, **kw).fit(X, y)
-        return de.LinearSVC(loss=loss, **common, **kw).fit(X, y)
+            return de.LogisticRegression(solver="cocoa", **common, **kw).fit(X, y)
+        return de.LinearSVC(solver="cocoa", loss=loss, **common, **kw).fit(X, y)
 
     auto = fit()
     kappa = np.array([h["kappa"] for h in auto.history_])
@@ -150,9 +152,9 @@ def test_the_centre_moves_once_the_proximal_gap_is_far_below_the_mismatch(
     X, y = flights_small
     common = dict(C=1.0, fit_intercept=False, tol=1e-5, max_iter=1000, backend="inprocess",
                   n_workers=2, random_state=1)
-    new = de.LogisticRegression(**common).fit(X, y)
+    new = de.LogisticRegression(solver="cocoa", **common).fit(X, y)
     monkeypatch.setattr(schedules, "_STUCK_INNER_ROUNDS", 10**9)   # the 0.3× rule alone
-    old = de.LogisticRegression(**common).fit(X, y)
+    old = de.LogisticRegression(solver="cocoa", **common).fit(X, y)
     assert new.duality_gap_ <= 1e-5 and old.duality_gap_ <= 1e-5
     assert len(new.history_) < 0.85 * len(old.history_)
     assert _longest_proximal_problem(new.history_) < _longest_proximal_problem(old.history_)
@@ -194,7 +196,7 @@ def test_the_straggler_policy_starts_afresh_at_the_switch(flights_small):
     from daskelastic.backends.simulated import ClusterModel
 
     X, y = flights_small
-    est = de.LogisticRegression(C=0.1, fit_intercept=False, tol=1e-5, max_iter=1000,
+    est = de.LogisticRegression(solver="cocoa", C=0.1, fit_intercept=False, tol=1e-5, max_iter=1000,
                                 backend=ClusterModel(n_workers=4, seconds_per_nnz=1e-8),
                                 random_state=0,
                                 straggler_policy="dynamic").fit(X, y)

@@ -163,11 +163,12 @@ def test_a_fixed_sigma_on_the_estimator_is_used_every_round(flights_small):
                   random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fixed = de.LogisticRegression(sigma=3.0, gamma=0.8, **common).fit(X[:3000], y[:3000])
-        adaptive = de.LogisticRegression(**common).fit(X[:3000], y[:3000])
+        fixed = de.LogisticRegression(solver="cocoa",
+                                      sigma=3.0, gamma=0.8, **common).fit(X[:3000], y[:3000])
+        adaptive = de.LogisticRegression(solver="cocoa", **common).fit(X[:3000], y[:3000])
     assert {h["sigma"] for h in fixed.history_} == {3.0}
     assert {h["step"] for h in fixed.history_[:-1]} == {0.8}
     assert fixed.history_[-1]["step"] == 0.0          # the certified round adds nothing
     assert len({h["sigma"] for h in adaptive.history_}) > 1
     with pytest.raises(ValueError, match="sigma"):
-        de.LogisticRegression(sigma=0.0, **common).fit(X[:300], y[:300])
+        de.LogisticRegression(solver="cocoa", sigma=0.0, **common).fit(X[:300], y[:300])

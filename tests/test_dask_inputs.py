@@ -264,7 +264,7 @@ def test_a_closed_client_is_refused(fertility, cluster):
 def test_more_workers_asked_for_than_the_cluster_has_are_a_warning(fertility, client):
     X, y, _ = fertility
     with pytest.warns(UserWarning, match="n_workers=3, but the cluster has 2 workers"):
-        clf = de.LogisticRegression(n_workers=3, tol=1e-3, backend="dask").fit(X, y)
+        clf = de.LogisticRegression(solver="cocoa", n_workers=3, tol=1e-3, backend="dask").fit(X, y)
     assert clf.history_[-1]["n_workers"] == 2
 
 
@@ -296,7 +296,7 @@ def test_blocks_loaded_at_once_by_one_worker_land_in_one_solver(fertility_small,
     monkeypatch.setattr(solvers.ChunkSolver, "__init__", slow_init)
     with LocalCluster(n_workers=1, threads_per_worker=4, processes=False,
                       dashboard_address=None) as cluster, Client(cluster) as own:
-        clf = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=500, client=own,
+        clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-6, max_iter=500, client=own,
                                     acceleration="none").fit(
             _chunked(X, 1000), _chunked(y, 1000))
         held = clf.history_[-1]["worker_rows"]

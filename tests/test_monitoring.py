@@ -186,8 +186,8 @@ def terminal():
 def test_progress_bar_redraws_one_line_in_a_terminal_and_ends_it(flights):
     X, y = flights
     with _Terminal(stderr=False) as terminal:
-        clf = de.LogisticRegression(C=0.5, tol=1e-3, verbose=1, backend="inprocess",
-                                    n_workers=2).fit(X, y)
+        clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-3, verbose=1,
+                                    backend="inprocess", n_workers=2).fit(X, y)
     out = terminal.output()
     assert out.startswith("\r[daskelastic] [") and out.endswith("\n")
     assert out.count("\n") == 1
@@ -266,7 +266,7 @@ def test_progress_bar_fraction_follows_the_log_gap():
 
 def test_history_frame_has_one_row_per_round_and_per_worker(flights):
     X, y = flights
-    clf = de.LinearSVC(C=0.5, tol=1e-2, backend="inprocess", n_workers=3).fit(X, y)
+    clf = de.LinearSVC(solver="cocoa", C=0.5, tol=1e-2, backend="inprocess", n_workers=3).fit(X, y)
     frame = de.history_frame(clf)
     assert list(frame.index) == [h["round"] for h in clf.history_]
     np.testing.assert_allclose(frame["duality_gap"], [h["duality_gap"] for h in clf.history_])
@@ -285,7 +285,8 @@ def test_plot_history_draws_every_round(flights):
     from bokeh.plotting import figure
 
     X, y = flights
-    clf = de.LogisticRegression(C=0.5, tol=1e-3, backend="inprocess", n_workers=2).fit(X, y)
+    clf = de.LogisticRegression(solver="cocoa",
+                                C=0.5, tol=1e-3, backend="inprocess", n_workers=2).fit(X, y)
     layout = de.plot_history(clf)
     titles = {f.title.text for f in layout.select({"type": figure})}
     assert titles == {"Relative duality gap", "Primal and dual objectives",
@@ -428,7 +429,7 @@ def test_streamed_rounds_draw_what_one_show_draws(flights):
 # -- telemetry on a real cluster -------------------------------------------------------
 def test_each_round_of_a_dask_fit_is_a_scheduler_event(flights, client):
     X, y = flights
-    clf = de.LogisticRegression(C=0.5, tol=1e-3, backend="dask").fit(X, y)
+    clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-3, backend="dask").fit(X, y)
     events = _fit_events(client)
     kinds = [m["event"] for m in events]
     assert kinds[0] == "start" and kinds[-1] == "end" and kinds.count("round") == len(clf.history_)
@@ -486,14 +487,14 @@ def test_telemetry_off_publishes_nothing(flights, client):
     X, y = flights
     before = len(client.get_events(TOPIC))
     with dask.config.set({"daskelastic.telemetry": False}):
-        de.LogisticRegression(tol=1e-2, backend="dask").fit(X, y)
+        de.LogisticRegression(solver="cocoa", tol=1e-2, backend="dask").fit(X, y)
     assert len(client.get_events(TOPIC)) == before
 
 
 def test_in_process_fits_publish_no_events(flights, client):
     X, y = flights
     before = len(client.get_events(TOPIC))
-    de.LogisticRegression(tol=1e-2, backend="inprocess").fit(X, y)
+    de.LogisticRegression(solver="cocoa", tol=1e-2, backend="inprocess").fit(X, y)
     assert len(client.get_events(TOPIC)) == before
 
 
@@ -502,7 +503,7 @@ def test_the_placement_is_published_again_after_a_scale_in(flights, client):
     from daskelastic.testing import ScheduledScaling
 
     X, y = flights
-    clf = de.LogisticRegression(C=0.5, tol=1e-4, backend="dask", max_iter=200,
+    clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-4, backend="dask", max_iter=200,
                                 scaling_policy=ScheduledScaling({2: 1},
                                                                 release_workers=False)).fit(X, y)
     counts = [e["n_workers"] for e in clf.history_]

@@ -56,6 +56,7 @@ from ._input import (
     _encode_dask_frame,
     _is_dask_collection,
 )
+from ._newton import fit_newton, uses_newton
 from ._output import _block_decision, dask_decision, dask_score
 
 _Fit = TypeVar("_Fit", bound=Callable[..., Any])
@@ -134,6 +135,8 @@ class _CoCoABase(BaseEstimator):
 
     def _penalties(self, n):
         """``(λ, μ)``: the weights of ``½‖w‖²`` and ``‖w‖₁`` in the problem divided by ``C n``."""
+        if self._C() == np.inf:      # no penalty (scikit-learn's C=np.inf, penalty=None)
+            return 0.0, 0.0
         total = lambda_from_C(self._C(), n)
         rho = self._l1_ratio()
         return (1.0 - rho) * total, rho * total
@@ -250,6 +253,10 @@ class _CoCoABase(BaseEstimator):
             result = self._fit_gram(X, y if dask_input else Y,
                                     sample_weight if dask_input else sw, encoder, problem,
                                     w_start, dask_input)
+        elif self._uses_newton(problem):
+            result = self._fit_newton(X, y if dask_input else Y,
+                                      sample_weight if dask_input else sw, encoder, problem,
+                                      w_start, dask_input, held, centre)
         else:
             result = self._fit_cocoa(X, y if dask_input else Y,
                                      sample_weight if dask_input else sw, encoder, problem,
@@ -269,6 +276,14 @@ class _CoCoABase(BaseEstimator):
     def _uses_gram(self, problem):
         """Whether the fit runs the Gram solver (:mod:`daskelastic.gram`) instead of rounds."""
         return False
+
+    def _uses_newton(self, problem):
+        """Whether the fit runs the Newton solver (:mod:`daskelastic.newton`) instead of rounds."""
+        return uses_newton(self, problem)
+
+    def _fit_newton(self, X, Y, sw, encoder, problem, w_start, dask_input, held, centre):
+        """The Newton solver's :class:`~daskelastic.driver.FitResult` (see ``_newton.py``)."""
+        return fit_newton(self, X, Y, sw, encoder, problem, w_start, dask_input, held, centre)
 
     def _fit_cocoa(self, X, Y, sw, encoder, problem, w_start, dask_input, n_values, held):
         """CoCoA+ rounds on the backend the session gives: the :class:`FitResult`.
@@ -454,6 +469,8 @@ class _CoCoABase(BaseEstimator):
         self.n_iter_ = np.array([result.n_iter], dtype=np.int32)
         self.history_ = result.history
         self.duality_gap_ = result.objective.relative_gap
+        # (the Gram and Newton solvers mark their history's entries)
+        self.solver_ = result.history[-1].get("solver", "cocoa")
 
     def _seed(self):
         rs = self.random_state

@@ -28,6 +28,8 @@ from ._docs import (
     _INTERCEPT_DOC,
     _N_ITER_ARRAY_DOC,
     _N_ITER_INT_DOC,
+    _NEWTON_SOLVER_ATTR_DOC,
+    _NEWTON_SOLVER_DOC,
     _PENALTY_AUTO_DOC,
     _PENALTY_DOC,
 )
@@ -310,7 +312,7 @@ class LogisticRegression(_ClassifierBase):
     ----------
     C : float, default=1.0
         Inverse regularisation strength, as in scikit-learn.\
-{_PENALTY_AUTO_DOC}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+{_PENALTY_AUTO_DOC}{_NEWTON_SOLVER_DOC.format(extra="")}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -323,7 +325,7 @@ class LogisticRegression(_ClassifierBase):
     intercept_ : ndarray of shape (1,) or (n_classes,)
         Intercepts, of ``coef_``'s dtype; zeros without ``fit_intercept``,
         as scikit-learn's lbfgs gives (its liblinear gives the float 0.0).\
-{_N_ITER_ARRAY_DOC}{_ATTRS_DOC}
+{_N_ITER_ARRAY_DOC}{_ATTRS_DOC}{_NEWTON_SOLVER_ATTR_DOC}
     See Also
     --------
     LinearSVC : Hinge and squared-hinge losses.
@@ -348,15 +350,22 @@ class LogisticRegression(_ClassifierBase):
 
     _parameter_constraints = {
         **_ClassifierBase._parameter_constraints,
-        "penalty": [StrOptions({"auto", "l1", "l2", "elasticnet"})],
+        # (C=np.inf: no penalty, as scikit-learn's)
+        "C": [Interval(numbers.Real, 0, np.inf, closed="right")],
+        "penalty": [StrOptions({"auto", "l1", "l2", "elasticnet"}), None],
+        "solver": [StrOptions({"auto", "newton", "cocoa"})],
     }
+
+    def _C(self):
+        # penalty=None is scikit-learn's C=np.inf (its newer spelling)
+        return np.inf if self.penalty is None else self.C
 
     def _loss_name(self, n_targets=1):
         # three or more classes: the multinomial (softmax) loss, as scikit-learn's
         return "logistic" if n_targets == 1 else "softmax"
 
-    def __init__(self, C=1.0, *, penalty="auto", l1_ratio=None, tol=1e-4, max_iter=200,
-                 fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
+    def __init__(self, C=1.0, *, penalty="auto", l1_ratio=None, solver="auto", tol=1e-4,
+                 max_iter=200, fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
                  class_weight=None, random_state=None,
                  verbose=0, warm_start=False, client=None, backend="auto",
                  n_workers=None, chunks_per_worker=None, local_steps=None, gamma=1.0,
@@ -365,6 +374,7 @@ class LogisticRegression(_ClassifierBase):
         self.C = C
         self.penalty = penalty
         self.l1_ratio = l1_ratio
+        self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
@@ -470,7 +480,8 @@ class LinearSVC(_ClassifierBase):
         Inverse regularisation strength, as in scikit-learn.
     loss : {{"squared_hinge", "hinge"}}, default="squared_hinge"
         The loss function.\
-{_PENALTY_DOC}{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+{_PENALTY_DOC}{_NEWTON_SOLVER_DOC.format(extra=" and the loss is the squared hinge")}\
+{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -482,7 +493,7 @@ class LinearSVC(_ClassifierBase):
     intercept_ : ndarray of shape (1,) or (n_classes,), or float
         Intercepts, float64; ``0.0`` without ``fit_intercept``, as in
         scikit-learn.\
-{_N_ITER_INT_DOC}{_ATTRS_DOC}
+{_N_ITER_INT_DOC}{_ATTRS_DOC}{_NEWTON_SOLVER_ATTR_DOC}
     See Also
     --------
     LogisticRegression : Probabilistic classifier.
@@ -502,10 +513,11 @@ class LinearSVC(_ClassifierBase):
     _parameter_constraints = {
         **_ClassifierBase._parameter_constraints,
         "loss": [StrOptions({"hinge", "squared_hinge"})],
+        "solver": [StrOptions({"auto", "newton", "cocoa"})],
     }
 
     def __init__(self, C=1.0, *, loss="squared_hinge", penalty="l2", l1_ratio=None,
-                 tol=1e-4, max_iter=200,
+                 solver="auto", tol=1e-4, max_iter=200,
                  fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
                  class_weight=None, random_state=None, verbose=0, warm_start=False, client=None,
                  backend="auto", n_workers=None, chunks_per_worker=None, local_steps=None,
@@ -515,6 +527,7 @@ class LinearSVC(_ClassifierBase):
         self.loss = loss
         self.penalty = penalty
         self.l1_ratio = l1_ratio
+        self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept

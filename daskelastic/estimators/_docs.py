@@ -26,6 +26,23 @@ _SOLVER_DOC = """
         parameters below (``n_workers`` to ``scaling_policy``) are unused and
         ``max_iter`` counts passes of coordinate descent."""
 
+_NEWTON_SOLVER_DOC = """
+    solver : {{"auto", "newton", "cocoa"}}, default="auto"
+        ``"newton"``: damped Newton steps (:mod:`daskelastic.newton`): each
+        pass over the rows sums their gradient and Hessian (block by block on
+        the cluster where the data is on one, in this process otherwise), the
+        driver solves by Cholesky and line-searches; a handful of passes
+        reach ``tol``, each certified by the duality gap at the dual values
+        ``α_i = −c_i ℓ'(z_i)`` of its margins.  ``"cocoa"``: CoCoA+ rounds on
+        the workers, with straggler policies, elastic scaling and the
+        dashboard's round timings.  ``"auto"``: ``"newton"`` where
+        ``n_features × n_targets`` is at most ``daskelastic.newton.max-size``
+        (512; ``n_targets`` the classes of a multiclass fit) and the penalty
+        has no L1 part{extra}, unless a simulated ``backend`` (a
+        ``ClusterModel``) or a ``scaling_policy`` asks for rounds.  With
+        ``"newton"`` the round parameters below (``n_workers`` to
+        ``scaling_policy``) are unused and ``max_iter`` counts Newton steps."""
+
 _INTERCEPT_DOC = """
     intercept_scaling : float, default=1.0
         With ``penalize_intercept=True``: the intercept is the coefficient of
@@ -54,10 +71,13 @@ _PENALTY_DOC = """
 
 #: LogisticRegression's: scikit-learn ≥ 1.8 chooses the penalty by l1_ratio
 _PENALTY_AUTO_DOC = """
-    penalty : {"auto", "l2", "l1", "elasticnet"}, default="auto"
+    penalty : {"auto", "l2", "l1", "elasticnet"} or None, default="auto"
         The penalty: ``½‖w‖²``, ``‖w‖₁`` or ``l1_ratio ‖w‖₁ + (1 − l1_ratio)
         ½‖w‖²`` (scikit-learn's; see the user guide's *Sparse models: L1 and
-        elastic-net*).  ``"auto"`` chooses it by ``l1_ratio``, as
+        elastic-net*); None (or ``C=np.inf``): none, fitted by the Newton
+        solver only (without a penalty there is no duality-gap certificate:
+        the fit stops on the Newton decrement, and separable classes have
+        no finite optimum).  ``"auto"`` chooses it by ``l1_ratio``, as
         scikit-learn 1.8 and later do: ``"l2"`` for None or 0, ``"l1"`` for
         1, ``"elasticnet"`` between.  With an L1 part, coefficients are
         exactly 0 where the optimum's are, and the intercept is free.
@@ -228,6 +248,14 @@ _ATTRS_DOC = """
         their objective is within this fraction of the optimum.
 """
 
+
+_NEWTON_SOLVER_ATTR_DOC = """    solver_ : {"newton", "cocoa"}
+        The solver the fit ran (see ``solver``).  After the Newton solver
+        ``n_iter_`` counts Newton steps, and each ``history_`` entry (one per
+        step) has the rounds' keys and ``decrement`` (the Newton decrement's
+        estimate of the relative suboptimality), ``passes`` (over the data so
+        far), ``certified`` and ``solver``.
+"""
 
 _SOLVER_ATTR_DOC = """    solver_ : {"gram", "cocoa"}
         The solver the fit ran (see ``solver``).  After the Gram solver

@@ -27,6 +27,8 @@ from ._docs import (
     _N_ITER_CD_DOC,
     _N_ITER_INT_DOC,
     _N_ITER_TARGETS_DOC,
+    _NEWTON_SOLVER_ATTR_DOC,
+    _NEWTON_SOLVER_DOC,
     _SOLVER_ATTR_DOC,
     _SOLVER_DOC,
 )
@@ -580,7 +582,8 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
     Parameters
     ----------
     alpha : float, default=1.0
-        Regularisation strength of the L2 penalty (must be positive).
+        Regularisation strength of the L2 penalty (must be positive).\
+{_NEWTON_SOLVER_DOC.format(extra="")}
     tol : float, default=1e-4
         Stop when the relative duality gap ``(P(w) - D(α)) / P(w)`` is at most
         ``tol``; the gap bounds the relative primal suboptimality from above.
@@ -600,7 +603,7 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
     intercept_ : float
         The intercept, a numpy scalar of ``coef_``'s dtype; ``0.0`` without
         ``fit_intercept``.\
-{_N_ITER_INT_DOC}{_ATTRS_DOC}
+{_N_ITER_INT_DOC}{_ATTRS_DOC}{_NEWTON_SOLVER_ATTR_DOC}
     See Also
     --------
     sklearn.linear_model.PoissonRegressor : The single-machine estimator.
@@ -620,6 +623,7 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
     _parameter_constraints = {
         **_CoCoABase._parameter_constraints,
         "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+        "solver": [StrOptions({"auto", "newton", "cocoa"})],
     }
 
     _loss = "poisson"
@@ -627,12 +631,13 @@ class PoissonRegressor(RegressorMixin, _CoCoABase):
     penalize_intercept = False
     intercept_scaling = 1.0
 
-    def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=1000, fit_intercept=True,
-                 random_state=None, verbose=0, warm_start=False,
+    def __init__(self, alpha=1.0, *, solver="auto", tol=1e-4, max_iter=1000,
+                 fit_intercept=True, random_state=None, verbose=0, warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
                  straggler_policy="preempt", scaling_policy=None):
         self.alpha = alpha
+        self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
         self.fit_intercept = fit_intercept
