@@ -24,7 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .backends.base import ElasticBackend
 from .elastic import ElasticStep
 from .history import RoundEntry
-from .losses import HINGE, POISSON, SOFTMAX
+from .losses import HINGE, POISSON, SOFTMAX, SQUARED
 from .objective import (
     elastic_net_gap,
     free_intercept_gap,
@@ -121,7 +121,9 @@ class Problem:
         :func:`daskelastic.losses.loss_code`).
     lam : float
         ``λ = 1 / (C n)`` (see :func:`daskelastic.objective.lambda_from_C`),
-        the weight of ``½‖w‖²``; 0 for a pure L1 penalty.
+        the weight of ``½‖w‖²``; 0 for a pure L1 penalty.  Both ``lam`` and
+        ``l1`` may be 0 for the squared loss only (least squares, which the
+        Gram solver fits and :func:`run_cocoa` refuses).
     n_samples, n_features, n_targets : int
         ``n``, ``d`` and ``m`` (one-vs-rest classes or regression targets).
     intercept_scaling : float
@@ -159,7 +161,8 @@ class Problem:
     l1: float = 0.0
 
     def __post_init__(self):
-        if not (self.lam >= 0 and self.l1 >= 0 and self.lam + self.l1 > 0):
+        if not (self.lam >= 0 and self.l1 >= 0
+                and (self.lam + self.l1 > 0 or self.loss == SQUARED)):
             raise ValueError(f"lam and l1 must be >= 0, one of them > 0; got lam={self.lam}, "
                              f"l1={self.l1}")
         if self.l1 and self.intercept_scaling and not self.free_intercept:
@@ -379,6 +382,9 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     """
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+    if not problem.lam + problem.l1 > 0:
+        raise ValueError("CoCoA+ needs a penalty (lam or l1 > 0): its dual has no "
+                         "w(α) without one")
     fit = _RoundLoop(backend, problem, gamma=gamma, sigma=sigma, acceleration=acceleration,
                      straggler_policy=straggler_policy, scaling_policy=scaling_policy,
                      max_workers=max_workers, w_start=w_start)

@@ -118,7 +118,8 @@ def test_a_ridge_path_with_two_targets_and_their_offsets(diamonds_small):
     X, y = diamonds_small
     Y = np.column_stack([y, 2.0 * y - X[:, 0]])
     rounds, warm, cold = _path_rounds(
-        lambda **kw: de.Ridge(tol=1e-8, max_iter=3000, backend="inprocess", **kw),
+        lambda **kw: de.Ridge(tol=1e-8, max_iter=3000, backend="inprocess", solver="cocoa",
+                              **kw),
         X, Y, [10.0, 1.0, 0.1], "alpha")
     np.testing.assert_allclose(warm, cold, rtol=1e-7)
     assert sum(rounds["warm"][1:]) < sum(rounds["cold"][1:])

@@ -209,6 +209,9 @@ class _CoCoABase(BaseEstimator):
             X, y, sample_weight = self._validate_in_memory(
                 X, y, sample_weight, multi_output=not self._is_classifier())
             encoder = self._make_encoder(y, sample_weight)
+            if free:
+                X, y, sample_weight, encoder = self._without_weightless_classes(
+                    X, y, sample_weight, encoder)
             Y, sw = encoder.encode(y, sample_weight)
             n, d = X.shape
             n_values = X.nnz if sp.issparse(X) else X.size
@@ -265,6 +268,10 @@ class _CoCoABase(BaseEstimator):
             if names is not None:
                 self.feature_names_in_ = names
         return self
+
+    def _without_weightless_classes(self, X, y, sample_weight, encoder):
+        """The rows and encoder to fit with a free intercept (a classifier's own)."""
+        return X, y, sample_weight, encoder
 
     def _uses_gram(self, problem):
         """Whether the fit runs the Gram solver (:mod:`daskelastic.gram`) instead of rounds."""
