@@ -174,9 +174,9 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
         objective = Objective(primal=last["primal"], dual=last["dual"], gap=last["gap"],
                               relative_gap=last["duality_gap"])
         if self.verbose:
+            passes = f"{n_iter} passes, " if self._gram_name == "gram" else ""
             print(f"[daskelastic] {self._gram_name} solver on {sums.rows:,} rows: "
-                  f"{n_iter} passes, relative duality gap {objective.relative_gap:.2e}",
-                  flush=True)
+                  f"{passes}relative duality gap {objective.relative_gap:.2e}", flush=True)
         if not converged:
             warnings.warn(
                 f"daskelastic did not reach tol={self.tol:g} in max_iter={self.max_iter} "
