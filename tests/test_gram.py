@@ -378,3 +378,20 @@ def test_the_constant_column_sums_are_the_augmented_tables_sums():
     for name in ("xx", "xy", "yy", "x", "y", "weight"):
         np.testing.assert_allclose(getattr(ours, name), getattr(augmented, name),
                                    rtol=1e-12, atol=1e-12)
+
+
+def test_a_problem_without_a_penalty_is_the_squared_losss_and_has_no_rounds():
+    from daskelastic.backends import InProcessBackend
+    from daskelastic.driver import Problem, run_cocoa
+    from daskelastic.losses import loss_code
+    from daskelastic.placement import make_chunks, split_rows
+
+    X, y = np.random.default_rng(0).normal(size=(20, 2)), np.ones((20, 1))
+    with pytest.raises(ValueError, match="one of them > 0"):
+        Problem(loss=loss_code("logistic"), lam=0.0, n_samples=20, n_features=2,
+                n_targets=1, intercept_scaling=0.0)
+    problem = Problem(loss=loss_code("squared"), lam=0.0, n_samples=20, n_features=2,
+                      n_targets=1, intercept_scaling=0.0)
+    backend = InProcessBackend(problem, make_chunks(X, y, np.ones(20), split_rows(20, 1)))
+    with pytest.raises(ValueError, match="CoCoA\\+ needs a penalty"):
+        run_cocoa(backend, problem)
