@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import (  # no public names exist
 )
 from sklearn.utils.validation import column_or_1d
 
+from ..objective import lambda_from_C
 from ..session import client_context, current_client
 from ..targets import TargetEncoder, not_finite, sums_overflow
 from ._base import _CoCoABase, _validated_fit
@@ -365,6 +366,8 @@ class Ridge(_LinearRegressor):
                 f"penalty (solver={self.solver!r}"
                 + (f", and {problem.n_features} features > {GRAM_MAX_FEATURES}, the "
                    "most 'auto' sums" if self.solver == "auto" else "") + ")")
+        if not gram:   # (the rounds' λ = alpha / n must be a normal float64)
+            lambda_from_C(1.0 / self.alpha, problem.n_samples)
         return gram
 
     def _gram_solve(self, sums, problem, w_start, started):
