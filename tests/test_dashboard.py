@@ -106,7 +106,7 @@ def _wait_for(predicate, timeout=60.0):
 
 def test_page_is_served_with_the_fit_s_figures(flights, client, cluster):
     X, y = flights
-    clf = de.LogisticRegression(C=0.5, tol=1e-3, backend="dask").fit(X, y)
+    clf = de.LogisticRegression(penalize_intercept=True, C=0.5, tol=1e-3, backend="dask").fit(X, y)
     fit = _latest_fit(client)
     with urllib.request.urlopen(_page(client)) as r:
         assert r.status == 200
@@ -184,7 +184,8 @@ def _fit_while_watched(client, X, y, watch_page):
         with pytest.raises(KeyboardInterrupt), warnings.catch_warnings():
             try:
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                de.LogisticRegression(C=0.5, tol=0.0, max_iter=100_000, backend="dask",
+                de.LogisticRegression(
+                    penalize_intercept=True, C=0.5, tol=0.0, max_iter=100_000, backend="dask",
                                       client=client, acceleration=None,
                                       sigma=4.0).fit(X, y)
             finally:
@@ -273,7 +274,8 @@ def test_page_survives_an_interrupted_fit(flights, client, cluster, interruptibl
     fired = _on_round(client, 3, _thread.interrupt_main)
     try:
         with pytest.raises(KeyboardInterrupt):
-            de.LogisticRegression(C=0.5, tol=0.0, max_iter=5000, backend="dask").fit(X, y)
+            de.LogisticRegression(
+                penalize_intercept=True, C=0.5, tol=0.0, max_iter=5000, backend="dask").fit(X, y)
     finally:
         client.unsubscribe_topic(TOPIC)
     assert fired.is_set()
@@ -287,7 +289,7 @@ def test_page_survives_an_interrupted_fit(flights, client, cluster, interruptibl
     finally:
         page.close()
     # the cluster and the page go on
-    clf = de.LogisticRegression(C=0.5, tol=1e-2, backend="dask").fit(X, y)
+    clf = de.LogisticRegression(penalize_intercept=True, C=0.5, tol=1e-2, backend="dask").fit(X, y)
     assert clf.duality_gap_ <= 1e-2
 
 
@@ -304,7 +306,8 @@ def test_page_survives_a_failed_fit(flights, client, cluster):
     helper.start()
     try:
         with pytest.raises(RuntimeError, match="worker holds no state of fit"):
-            de.LogisticRegression(C=0.5, tol=0.0, max_iter=5000, backend="dask").fit(X, y)
+            de.LogisticRegression(
+                penalize_intercept=True, C=0.5, tol=0.0, max_iter=5000, backend="dask").fit(X, y)
     finally:
         wipe.set()
         helper.join()
@@ -332,7 +335,8 @@ def test_page_tells_concurrent_fits_apart(flights, client, cluster):
         fitted[name] = est.fit(X, y)
 
     threads = [threading.Thread(target=fit, args=(name, est)) for name, est in [
-        ("logistic", de.LogisticRegression(C=0.5, tol=1e-3, backend="dask", client=client)),
+        ("logistic", de.LogisticRegression(
+            penalize_intercept=True, C=0.5, tol=1e-3, backend="dask", client=client)),
         ("svm", de.LinearSVC(C=0.5, tol=1e-2, max_iter=300, backend="dask", client=client))]]
     for t in threads:
         t.start()
@@ -362,7 +366,8 @@ def test_page_marks_dropped_and_preempted_workers(policy, status, flights, clien
     X, y = flights
     with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([1], factor=30.0)):
         warnings.simplefilter("ignore", ConvergenceWarning)
-        clf = de.LogisticRegression(C=0.5, tol=1e-12, max_iter=6, straggler_policy=policy,
+        clf = de.LogisticRegression(
+            penalize_intercept=True, C=0.5, tol=1e-12, max_iter=6, straggler_policy=policy,
                                     backend="dask").fit(X, y)
     page = _Page(client, cluster)
     try:
@@ -394,7 +399,8 @@ def test_page_draws_the_fits_in_chromium(flights, client):
     X, y = flights
     de.LinearSVC(C=0.5, tol=1e-2, max_iter=300, backend="dask").fit(X, y)
     with inject_stragglers(RandomSlowdown(factor=6.0, probability=0.3, seed=1)):
-        clf = de.LogisticRegression(C=0.5, tol=1e-4, max_iter=300, straggler_policy="dynamic",
+        clf = de.LogisticRegression(
+            penalize_intercept=True, C=0.5, tol=1e-4, max_iter=300, straggler_policy="dynamic",
                                     backend="dask").fit(X, y)
     ready = ("(() => { const d = window.Bokeh && Bokeh.documents[0];"
              " const s = d && d.get_model_by_name('daskelastic-rounds');"

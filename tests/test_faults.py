@@ -159,9 +159,10 @@ def test_an_estimators_fit_survives_a_kill_at_a_random_time(flights_6k, flights_
     X, y = flights_6k
     delay = np.random.default_rng(seed).uniform(0.0, 0.6)
     with local_cluster(3) as cluster, Client(cluster, set_as_default=False) as client:
-        clf = fit_through_a_kill(client, lambda: de.LogisticRegression(
+        clf = fit_through_a_kill(client, lambda: de.LogisticRegression(penalize_intercept=True,
             C=C, tol=1e-6, max_iter=3000, random_state=0, client=client).fit(X, y), delay)
         assert clf.history_[-1]["primal"] - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
-        again = de.LogisticRegression(C=C, tol=1e-6, max_iter=3000, client=client).fit(X, y)
+        again = de.LogisticRegression(
+            penalize_intercept=True, C=C, tol=1e-6, max_iter=3000, client=client).fit(X, y)
         assert again.history_[-1]["primal"] - flights_6k_optimum <= 1e-6 * abs(flights_6k_optimum)
         assert fit_leftovers(client) == {"state": {}, "keys": [], "records": []}
