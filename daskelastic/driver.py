@@ -121,8 +121,10 @@ class Problem:
         :func:`daskelastic.losses.loss_code`).
     lam : float
         ``λ = 1 / (C n)`` (see :func:`daskelastic.objective.lambda_from_C`),
-        the weight of ``½‖w‖²``; 0 for a pure L1 penalty, or with ``l1`` 0
-        for no penalty (which only :mod:`daskelastic.newton` fits).
+        the weight of ``½‖w‖²``; 0 for a pure L1 penalty.  Both ``lam`` and
+        ``l1`` may be 0 (no penalty), which :func:`run_cocoa` refuses: the
+        Newton solver (:mod:`daskelastic.newton`) and, for the squared loss,
+        the Gram solver fit it.
     n_samples, n_features, n_targets : int
         ``n``, ``d`` and ``m`` (one-vs-rest classes or regression targets).
     intercept_scaling : float
@@ -379,10 +381,11 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
     True
     """
     if problem.lam == 0 and problem.l1 == 0:
-        raise ValueError("no penalty (C=inf or penalty=None): CoCoA+ needs one (its dual "
-                         "has no solution without); fit with solver='newton' (or 'auto', "
-                         "which picks it where n_features × n_targets ≤ "
-                         "daskelastic.newton.max-size), or a finite C")
+        raise ValueError("no penalty (C=inf, penalty=None or alpha=0): CoCoA+ needs one "
+                         "(its dual has no w(α) without); fit with solver='newton' (or "
+                         "'auto', which picks it where n_features × n_targets ≤ "
+                         "daskelastic.newton.max-size; Ridge: solver='cholesky'), or a "
+                         "finite C or alpha > 0")
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma}")
     fit = _RoundLoop(backend, problem, gamma=gamma, sigma=sigma, acceleration=acceleration,

@@ -22,18 +22,19 @@ def not_finite(name):
     return ValueError(f"{name} contains NaN or infinity")
 
 
-def sums_overflow(name):
+def sums_overflow(name, cd=True):
     """The Gram solver's ``ValueError`` for finite input ``name`` whose sums overflow float64.
 
     Finite values near ``np.finfo(float).max`` pass the input checks, and
     their products and sums become inf: the message says so, rather than
     that the input holds NaN or infinity.  It begins with scikit-learn's
     coordinate descent's message, which code written for scikit-learn's
-    ElasticNet and Lasso matches.
+    ElasticNet and Lasso matches (``cd``; Ridge's Cholesky solve has none).
     """
     return ValueError(
-        "Coordinate descent iterations resulted in non-finite parameter values: "
-        f"the sums of products of {name} overflow float64. The input data may "
+        ("Coordinate descent iterations resulted in non-finite parameter values: "
+         if cd else "")
+        + f"the sums of products of {name} overflow float64. The input data may "
         "contain large values and need to be preprocessed (rescale them, X e.g. "
         "with StandardScaler)")
 

@@ -42,14 +42,16 @@ def table():
 
 @pytest.fixture(scope="module")
 def optimum(table):
-    ref = de.LogisticRegression(C=C, tol=1e-10, max_iter=5000, backend="inprocess")
+    ref = de.LogisticRegression(
+        penalize_intercept=True, C=C, tol=1e-10, max_iter=5000, backend="inprocess")
     return ref.fit(*table).history_[-1]["primal"]
 
 
 def _elastic_fit(client, table):
     # release_workers="auto": the autoscaler, not the fit, retires the
     # workers let go (a pod whose worker the fit closed would be restarted)
-    return de.LogisticRegression(C=C, tol=1e-8, max_iter=3000, client=client,
+    return de.LogisticRegression(
+        penalize_intercept=True, C=C, tol=1e-8, max_iter=3000, client=client,
                                  scaling_policy="convergence").fit(*table)
 
 
@@ -132,7 +134,8 @@ def test_the_scheduler_answers_autoscalers_with_the_fits_target(table):
     X, y = table
     seen = {}
     with local_cluster(2) as cluster, Client(cluster) as client:
-        clf = de.LogisticRegression(C=C, tol=1e-12, max_iter=400, n_workers=3,
+        clf = de.LogisticRegression(
+            penalize_intercept=True, C=C, tol=1e-12, max_iter=400, n_workers=3,
                                     client=client, scaling_policy="convergence")
         fit = threading.Thread(target=clf.fit, args=(X, y))
         fit.start()

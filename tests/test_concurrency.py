@@ -34,7 +34,8 @@ CS = [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0]
 def optima(flights):
     """The primal optimum of each C, in this process."""
     X, y = flights
-    return {C: de.LogisticRegression(C=C, tol=1e-10, max_iter=10000, backend="inprocess")
+    return {C: de.LogisticRegression(
+        penalize_intercept=True, C=C, tol=1e-10, max_iter=10000, backend="inprocess")
             .fit(X, y).history_[-1]["primal"] for C in CS}
 
 
@@ -58,7 +59,7 @@ def test_fits_from_many_threads_on_one_client_reach_their_optima(flights, optima
 
     def fit(C):
         start.wait()
-        return de.LogisticRegression(C=C, tol=1e-7, max_iter=5000,
+        return de.LogisticRegression(penalize_intercept=True, C=C, tol=1e-7, max_iter=5000,
                                      client=shared_client).fit(X, y)
 
     with ThreadPoolExecutor(n_fits) as pool:
@@ -76,7 +77,8 @@ def test_a_threaded_grid_search_fits_on_the_cluster_and_leaves_the_config(flight
                                                                          shared_client):
     X, y = flights
     before = _config()
-    search = GridSearchCV(de.LogisticRegression(tol=1e-7, max_iter=5000, client=shared_client),
+    search = GridSearchCV(de.LogisticRegression(
+        penalize_intercept=True, tol=1e-7, max_iter=5000, client=shared_client),
                           {"C": CS[:4]}, cv=2, n_jobs=2)
     with joblib.parallel_backend("threading", n_jobs=2):
         search.fit(X, y)
@@ -90,7 +92,7 @@ def test_a_threaded_grid_search_fits_on_the_cluster_and_leaves_the_config(flight
 def test_an_estimator_unpickled_without_its_client_says_so_once(flights, shared_client):
     X, y = flights
     assert current_client() is None   # as in a joblib worker process
-    clf = de.LogisticRegression(client=shared_client, tol=1e-4)
+    clf = de.LogisticRegression(penalize_intercept=True, client=shared_client, tol=1e-4)
     copy_ = pickle.loads(pickle.dumps(clf))
     assert copy_.client is None
     with pytest.warns(UserWarning, match="lost its Dask client") as record:
@@ -108,7 +110,8 @@ def test_an_estimator_unpickled_without_its_client_says_so_once(flights, shared_
 def test_an_unpickled_estimator_uses_the_process_default_client(flights, client):
     """With a default client in the process (``client`` is one), nothing is lost."""
     X, y = flights
-    copy_ = pickle.loads(pickle.dumps(de.LogisticRegression(client=client, backend="dask")))
+    copy_ = pickle.loads(pickle.dumps(de.LogisticRegression(
+        penalize_intercept=True, client=client, backend="dask")))
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         copy_.fit(X, y)
@@ -120,7 +123,7 @@ def test_a_search_under_joblibs_dask_backend_fits_each_candidate_on_a_worker(fli
     workers; each fits in its worker's process, as the docs say, with the scores
     of a search run here."""
     X, y = flights
-    est = de.LogisticRegression(tol=1e-8, max_iter=5000)
+    est = de.LogisticRegression(penalize_intercept=True, tol=1e-8, max_iter=5000)
     with joblib.parallel_backend("dask"):
         there = cross_validate(est, X, y, cv=3, return_estimator=True)
     here = cross_validate(est, X, y, cv=3, n_jobs=1)

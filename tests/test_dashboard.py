@@ -107,7 +107,8 @@ def _wait_for(predicate, timeout=60.0):
 
 def test_page_is_served_with_the_fit_s_figures(flights, client, cluster):
     X, y = flights
-    clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-3, backend="dask").fit(X, y)
+    clf = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                                C=0.5, tol=1e-3, backend="dask").fit(X, y)
     fit = _latest_fit(client)
     with urllib.request.urlopen(_page(client)) as r:
         assert r.status == 200
@@ -228,7 +229,7 @@ def _fit_while_watched(client, X, y, watch_page):
         with pytest.raises(KeyboardInterrupt), warnings.catch_warnings():
             try:
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                de.LogisticRegression(solver="cocoa",
+                de.LogisticRegression(solver="cocoa", penalize_intercept=True,
                                       C=0.5, tol=0.0, max_iter=100_000, backend="dask",
                                       client=client, acceleration=None,
                                       sigma=4.0).fit(X, y)
@@ -367,7 +368,7 @@ def test_page_survives_an_interrupted_fit(flights, client, cluster, interruptibl
     fired = _on_round(client, 3, _thread.interrupt_main)
     try:
         with pytest.raises(KeyboardInterrupt):
-            de.LogisticRegression(solver="cocoa",
+            de.LogisticRegression(solver="cocoa", penalize_intercept=True,
                                   C=0.5, tol=0.0, max_iter=5000, backend="dask").fit(X, y)
     finally:
         client.unsubscribe_topic(TOPIC)
@@ -382,7 +383,8 @@ def test_page_survives_an_interrupted_fit(flights, client, cluster, interruptibl
     finally:
         page.close()
     # the cluster and the page go on
-    clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-2, backend="dask").fit(X, y)
+    clf = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                                C=0.5, tol=1e-2, backend="dask").fit(X, y)
     assert clf.duality_gap_ <= 1e-2
 
 
@@ -399,7 +401,7 @@ def test_page_survives_a_failed_fit(flights, client, cluster):
     helper.start()
     try:
         with pytest.raises(RuntimeError, match="worker holds no state of fit"):
-            de.LogisticRegression(solver="cocoa",
+            de.LogisticRegression(solver="cocoa", penalize_intercept=True,
                                   C=0.5, tol=0.0, max_iter=5000, backend="dask").fit(X, y)
     finally:
         wipe.set()
@@ -428,7 +430,7 @@ def test_page_tells_concurrent_fits_apart(flights, client, cluster):
         fitted[name] = est.fit(X, y)
 
     threads = [threading.Thread(target=fit, args=(name, est)) for name, est in [
-        ("logistic", de.LogisticRegression(solver="cocoa",
+        ("logistic", de.LogisticRegression(solver="cocoa", penalize_intercept=True,
                                            C=0.5, tol=1e-3, backend="dask", client=client)),
         ("svm", de.LinearSVC(solver="cocoa",
                              C=0.5, tol=1e-2, max_iter=300, backend="dask", client=client))]]
@@ -460,7 +462,7 @@ def test_page_marks_dropped_and_preempted_workers(policy, status, flights, clien
     X, y = flights
     with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([1], factor=30.0)):
         warnings.simplefilter("ignore", ConvergenceWarning)
-        clf = de.LogisticRegression(solver="cocoa",
+        clf = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
                                     C=0.5, tol=1e-12, max_iter=6, straggler_policy=policy,
                                     backend="dask").fit(X, y)
     page = _Page(client, cluster)
@@ -493,7 +495,7 @@ def test_page_draws_the_fits_in_chromium(flights, client):
     X, y = flights
     de.LinearSVC(solver="cocoa", C=0.5, tol=1e-2, max_iter=300, backend="dask").fit(X, y)
     with inject_stragglers(RandomSlowdown(factor=6.0, probability=0.3, seed=1)):
-        clf = de.LogisticRegression(solver="cocoa",
+        clf = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
                                     C=0.5, tol=1e-4, max_iter=300, straggler_policy="dynamic",
                                     backend="dask").fit(X, y)
     ready = ("(() => { const d = window.Bokeh && Bokeh.documents[0];"

@@ -34,7 +34,8 @@ def table(flights_small):
 @pytest.fixture(scope="module")
 def reference(table):
     X, y = table
-    return de.LogisticRegression(C=0.5, tol=1e-10, backend="inprocess").fit(X, y)
+    return de.LogisticRegression(
+        penalize_intercept=True, C=0.5, tol=1e-10, backend="inprocess").fit(X, y)
 
 
 def _inputs(X, y):
@@ -57,7 +58,8 @@ def _inputs(X, y):
 def test_distributed_fit_reaches_the_same_optimum(kind, table, reference, client):
     X, y = table
     Xin, yin = _inputs(X, y)[kind]
-    clf = de.LogisticRegression(C=0.5, tol=1e-3, max_iter=2000, backend="dask").fit(Xin, yin)
+    clf = de.LogisticRegression(
+        penalize_intercept=True, C=0.5, tol=1e-3, max_iter=2000, backend="dask").fit(Xin, yin)
     assert clf.history_[-1]["n_workers"] == 2
     assert clf.duality_gap_ <= 1e-3
     p_star = reference.history_[-1]["primal"]
@@ -140,7 +142,8 @@ def test_every_chunk_lives_on_exactly_one_worker(table, client):
 def test_a_synchronous_fit_is_reproducible(table, client):
     """Invariant 4: same data, seed and policy give the same iterates."""
     X, y = table
-    fits = [de.LogisticRegression(C=0.5, tol=1e-3, random_state=3, backend="dask",
+    fits = [de.LogisticRegression(
+        penalize_intercept=True, C=0.5, tol=1e-3, random_state=3, backend="dask",
                                   straggler_policy="wait").fit(X, y)
             for _ in range(2)]
     np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)
@@ -153,7 +156,8 @@ def test_bad_dask_input_fails_cleanly_and_leaves_the_cluster_as_it_was(table, cl
     dense[1234, 3] = np.nan
     before = set(client.who_has())
     with pytest.raises(ValueError, match="NaN"):
-        de.LogisticRegression(backend="dask").fit(da.from_array(dense, chunks=(500, -1)),
+        de.LogisticRegression(
+            penalize_intercept=True, backend="dask").fit(da.from_array(dense, chunks=(500, -1)),
                                                   da.from_array(y, chunks=500))
     assert all(not fits for fits in _fit_state(client).values())
     # releases travel to the scheduler asynchronously (the deadline only bounds a hang)
@@ -164,10 +168,11 @@ def test_bad_dask_input_fails_cleanly_and_leaves_the_cluster_as_it_was(table, cl
     # errors raised after the input was persisted (by the labels, and by C)
     # drop the persisted blocks too
     with pytest.raises(ValueError, match="only one class"):
-        de.LogisticRegression(backend="dask").fit(da.ones((100, 3), chunks=50),
+        de.LogisticRegression(
+            penalize_intercept=True, backend="dask").fit(da.ones((100, 3), chunks=50),
                                                   da.zeros(100, chunks=50))
     with pytest.raises(ValueError, match="overflow"):
-        de.LogisticRegression(C=1e307, backend="dask").fit(
+        de.LogisticRegression(penalize_intercept=True, C=1e307, backend="dask").fit(
             da.from_array(X.toarray(), chunks=(500, -1)), da.from_array(y, chunks=500))
     deadline = time.monotonic() + 60
     while set(client.who_has()) - before and time.monotonic() < deadline:
@@ -199,7 +204,8 @@ def test_embedded_cluster_is_started_and_closed(capsys):
     rng = np.random.default_rng(0)
     X = sp.random(3000, 50, density=0.1, format="csr", random_state=0)
     y = rng.integers(0, 2, size=3000)
-    clf = de.LogisticRegression(backend="dask", n_workers=2, tol=1e-3, verbose=1).fit(X, y)
+    clf = de.LogisticRegression(
+        penalize_intercept=True, backend="dask", n_workers=2, tol=1e-3, verbose=1).fit(X, y)
     assert clf.history_[-1]["n_workers"] == 2
     assert current_client() is None
     # verbose says why the fit took a cluster's start-up

@@ -119,9 +119,10 @@ def test_convergence_policy_scales_in_four_workers(table, optimum):
     """Must-hold 2: K falls during the fit, the cluster shrinks, the optimum is kept."""
     X, y = table
     with local_cluster(4) as cluster, Client(cluster) as client:
-        fixed = de.LogisticRegression(C=0.5, tol=1e-6, max_iter=2000).fit(X, y)
+        fixed = de.LogisticRegression(
+            penalize_intercept=True, C=0.5, tol=1e-6, max_iter=2000).fit(X, y)
         assert {e["n_workers"] for e in fixed.history_} == {4}
-        elastic = de.LogisticRegression(
+        elastic = de.LogisticRegression(penalize_intercept=True,
             C=0.5, tol=1e-6, max_iter=2000,
             scaling_policy=de.ConvergenceScalingPolicy(release_workers=True)).fit(X, y)
         counts = [e["n_workers"] for e in elastic.history_]
@@ -151,7 +152,8 @@ def test_four_workers_on_fewer_cores_scale_in_to_the_cores(larger_table):
     X, y = larger_table
     cores = _machine_workers()
     with local_cluster(4) as cluster, Client(cluster) as client:
-        clf = de.LogisticRegression(C=1.0, tol=1e-12, max_iter=16, straggler_policy="wait",
+        clf = de.LogisticRegression(
+            penalize_intercept=True, C=1.0, tol=1e-12, max_iter=16, straggler_policy="wait",
                                     scaling_policy=de.ConvergenceScalingPolicy(
                                         release_workers=True)).fit(X, y)
         first = clf.history_[1]

@@ -101,12 +101,17 @@ def test_values_too_large_for_float64_arithmetic_say_rescale(Estimator, binary):
     # finite, so validation passes, but their squares overflow: the fit used to
     # end with NaN coefficients and only RuntimeWarnings
     X, y = binary
+    kw = {}
     if Estimator is de.Ridge:
         y = X[:, 0]
+        kw = dict(solver="cocoa")     # (the rounds'; the Cholesky solver's below)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # numpy's overflow
         with pytest.raises(ValueError, match=r"not finite in round \d+ .* rescale them"):
-            Estimator(backend="inprocess").fit(X * 1e200, y)
+            Estimator(backend="inprocess", **kw).fit(X * 1e200, y)
+        if Estimator is de.Ridge:
+            with pytest.raises(ValueError, match=r"^the sums .* overflow float64.*rescale"):
+                Estimator().fit(X * 1e200, y)
 
 
 @pytest.mark.parametrize("fmt", ["coo", "csc", "lil"])
@@ -143,12 +148,15 @@ def test_n_iter_has_each_scikit_learn_estimators_shape(binary):
     svc = de.LinearSVC(backend="inprocess").fit(X, y)
     logistic = de.LogisticRegression(backend="inprocess").fit(X, y)
     Y = np.column_stack([X[:, 0], X[:, 1] - X[:, 2]])
-    ridge = de.Ridge(backend="inprocess").fit(X, Y)
+    ridge = de.Ridge(solver="cocoa", backend="inprocess").fit(X, Y)
+    cholesky = de.Ridge().fit(X, Y)
     assert isinstance(svc.n_iter_, int) and svc.n_iter_ == svc.history_[-1]["round"]
     assert logistic.n_iter_.shape == (1,) and logistic.n_iter_.dtype == np.int32
     assert ridge.n_iter_.shape == (2,) and ridge.n_iter_.dtype == np.int32
     assert ridge.n_iter_[0] == ridge.n_iter_[1] == ridge.history_[-1]["round"]
     assert ridge.solver_ == "cocoa"
+    assert cholesky.solver_ == "cholesky" and cholesky.n_iter_.tolist() == [1, 1]
+    assert cholesky.history_[-1]["round"] == 1
 
 
 @pytest.mark.parametrize("Estimator", [de.LogisticRegression, de.LinearSVC])
@@ -216,7 +224,11 @@ def test_multiclass_is_scikit_learns_multinomial_model():
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     assert clf.score(X, y) > 0.9
-    # the penalised intercept is the coefficient of a constant column
+    # by default the intercept is free, as scikit-learn's
+    sk = SkLogisticRegression(tol=1e-12, max_iter=10_000).fit(X, y)
+    np.testing.assert_allclose(proba, sk.predict_proba(X), atol=1e-5)
+    # a penalised intercept is the coefficient of a constant column
+    proba = de.LogisticRegression(tol=1e-10, penalize_intercept=True).fit(X, y).predict_proba(X)
     Xa = np.column_stack([X, np.ones(300)])
     sk = SkLogisticRegression(fit_intercept=False, tol=1e-12, max_iter=10_000).fit(Xa, y)
     np.testing.assert_allclose(proba, sk.predict_proba(Xa), atol=1e-5)

@@ -289,3 +289,109 @@ def test_a_sigkilled_worker_does_not_fail_a_gram_fit():
     assert model.solver_ == "gram"
     np.testing.assert_allclose(model.coef_, here.coef_, atol=1e-8)
     np.testing.assert_allclose(model.intercept_, here.intercept_, atol=1e-8)
+
+
+# -- Ridge: the Cholesky solve of the Gram system ---------------------------------------
+
+
+def _ridge_objective(X, y, coef, intercept, alpha, sw=None):
+    """scikit-learn's Ridge objective ``Σ c_i r_i² + alpha ‖w‖²``."""
+    sw = np.ones(X.shape[0]) if sw is None else sw
+    R = np.asarray(y, dtype=float) - X @ np.asarray(coef).T - intercept
+    return float((sw[:, None] * R.reshape(X.shape[0], -1) ** 2).sum()
+                 + alpha * (np.asarray(coef) ** 2).sum())
+
+
+@pytest.mark.parametrize("alpha", [1e-6, 0.0])
+def test_weak_ridge_is_scikit_learns_solution_by_cholesky(alpha):
+    """make_regression(100, 50): CoCoA+'s rounds crawl at small alpha; one solve does not."""
+    from sklearn.datasets import make_regression
+    from sklearn.linear_model import Ridge as SkRidge
+
+    X, y = make_regression(100, 50, noise=1.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")     # (no ConvergenceWarning, no other warning)
+        ours = de.Ridge(alpha=alpha).fit(X, y)
+    sk = SkRidge(alpha=alpha).fit(X, y)
+    assert ours.solver_ == "cholesky" and ours.n_iter_.tolist() == [1]
+    np.testing.assert_allclose(ours.coef_, sk.coef_, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=1e-9)
+    assert ours.duality_gap_ <= 1e-10
+    assert _ridge_objective(X, y, ours.coef_, ours.intercept_, alpha) <= \
+        _ridge_objective(X, y, sk.coef_, sk.intercept_, alpha) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_ridge_by_cholesky_with_weights_and_two_targets(diamonds_small, sparse):
+    from sklearn.linear_model import Ridge as SkRidge
+
+    X, y = diamonds_small
+    X, y = X[:500], y[:500]
+    Y = np.column_stack([y, 2.0 * y + 1.0])
+    sw = np.random.default_rng(0).uniform(0.0, 2.0, X.shape[0])
+    ours = de.Ridge(alpha=0.01).fit(sp.csr_matrix(X) if sparse else X, Y, sample_weight=sw)
+    sk = SkRidge(alpha=0.01).fit(X, Y, sample_weight=sw)
+    np.testing.assert_allclose(ours.coef_, sk.coef_, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=1e-8)
+    assert ours.solver_ == "cholesky" and ours.duality_gap_ <= 1e-10
+
+
+def test_a_penalised_ridge_intercept_by_cholesky_is_a_constant_column(diamonds_small):
+    from sklearn.linear_model import Ridge as SkRidge
+
+    X, y = diamonds_small
+    X, y = X[:500] + 3.0, y[:500]
+    ours = de.Ridge(alpha=2.0, penalize_intercept=True, intercept_scaling=0.5).fit(X, y)
+    Xa = np.column_stack([X, np.full(X.shape[0], 0.5)])
+    sk = SkRidge(alpha=2.0, fit_intercept=False).fit(Xa, y - y.mean())
+    np.testing.assert_allclose(ours.coef_, sk.coef_[:-1], rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(ours.intercept_, y.mean() + 0.5 * sk.coef_[-1], atol=1e-9)
+
+
+def test_ridge_on_dask_input_is_solved_from_the_clusters_sums(client, diamonds_small):
+    from sklearn.linear_model import Ridge as SkRidge
+
+    X, y = diamonds_small
+    ours = de.Ridge(alpha=1e-4, client=client).fit(da.from_array(X, chunks=700),
+                                                   da.from_array(y, chunks=700))
+    sk = SkRidge(alpha=1e-4).fit(X, y)
+    assert ours.solver_ == "cholesky" and ours.history_[-1]["n_workers"] == 2
+    np.testing.assert_allclose(ours.coef_, sk.coef_, rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=1e-7)
+
+
+def test_ridge_without_a_penalty_needs_the_cholesky_solver(diamonds_small):
+    X, y = diamonds_small
+    with pytest.raises(ValueError, match="alpha=0 .*needs solver='cholesky'"):
+        de.Ridge(alpha=0.0, solver="cocoa").fit(X, y)
+    cocoa = de.Ridge(alpha=1.0, solver="cocoa", tol=1e-8, max_iter=2000).fit(X, y)
+    cholesky = de.Ridge(alpha=1.0).fit(X, y)
+    assert cocoa.solver_ == "cocoa" and cocoa.n_iter_.shape == (1,)
+    np.testing.assert_allclose(cocoa.coef_, cholesky.coef_, atol=1e-3)
+
+
+def test_the_constant_column_sums_are_the_augmented_tables_sums():
+    rng = np.random.default_rng(3)
+    X, y, c = rng.normal(size=(30, 4)), rng.normal(size=30), rng.uniform(size=30)
+    augmented = block_sums(np.column_stack([X, np.full(30, 2.5)]), y, c)
+    ours = block_sums(X, y, c).with_constant(2.5)
+    for name in ("xx", "xy", "yy", "x", "y", "weight"):
+        np.testing.assert_allclose(getattr(ours, name), getattr(augmented, name),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_a_problem_without_a_penalty_runs_no_rounds():
+    from daskelastic.backends import InProcessBackend
+    from daskelastic.driver import Problem, run_cocoa
+    from daskelastic.losses import loss_code
+    from daskelastic.placement import make_chunks, split_rows
+
+    X, y = np.random.default_rng(0).normal(size=(20, 2)), np.ones((20, 1))
+    with pytest.raises(ValueError, match="must be >= 0"):
+        Problem(loss=loss_code("logistic"), lam=-1.0, n_samples=20, n_features=2,
+                n_targets=1, intercept_scaling=0.0)
+    problem = Problem(loss=loss_code("squared"), lam=0.0, n_samples=20, n_features=2,
+                      n_targets=1, intercept_scaling=0.0)
+    backend = InProcessBackend(problem, make_chunks(X, y, np.ones(20), split_rows(20, 1)))
+    with pytest.raises(ValueError, match="CoCoA\\+ needs one"):
+        run_cocoa(backend, problem)

@@ -175,9 +175,9 @@ def test_the_simulated_cluster_runs_a_free_intercept(fertility_small):
 def test_dense_ridge_with_a_free_intercept_centres_its_columns(diamonds_small):
     """Centred columns and targets leave no intercept to move: scikit-learn's Ridge, as fast."""
     X, y = diamonds_small
-    free = de.Ridge(alpha=5.0, penalize_intercept=False, tol=1e-10, max_iter=2000,
-                    backend="inprocess").fit(X, y)
-    penalised = de.Ridge(alpha=5.0, tol=1e-10, max_iter=2000, backend="inprocess").fit(X, y)
+    kw = dict(alpha=5.0, tol=1e-10, max_iter=2000, solver="cocoa", backend="inprocess")
+    free = de.Ridge(penalize_intercept=False, **kw).fit(X, y)
+    penalised = de.Ridge(penalize_intercept=True, **kw).fit(X, y)
     sk = SkRidge(alpha=5.0).fit(X, y)
     # (a relative gap of 1e-10 bounds ‖w − w*‖ by ~5e-5 at this λ)
     np.testing.assert_allclose(free.intercept_, sk.intercept_, atol=1e-4)

@@ -462,7 +462,8 @@ def test_a_fit_that_runs_out_of_rounds_ends_as_max_iter(flights, client):
 
     X, y = flights
     with pytest.warns(ConvergenceWarning):
-        de.Ridge(alpha=1.0, tol=1e-12, max_iter=3, backend="dask").fit(X, y.astype(float))
+        de.Ridge(alpha=1.0, tol=1e-12, max_iter=3, backend="dask", solver="cocoa").fit(
+            X, y.astype(float))
     end = _fit_events(client)[-1]
     assert end["event"] == "end" and end["status"] == "max_iter" and end["n_iter"] == 3
 

@@ -158,12 +158,13 @@ def test_estimators_validate_the_elastic_parameters():
     X = np.random.default_rng(0).normal(size=(40, 3))
     y = (X[:, 0] > 0).astype(int)
     with pytest.raises(InvalidParameterError, match="scaling_policy"):
-        de.LogisticRegression(scaling_policy="sometimes", backend="inprocess").fit(X, y)
+        de.LogisticRegression(
+            penalize_intercept=True, scaling_policy="sometimes", backend="inprocess").fit(X, y)
     with pytest.raises(ValueError, match="release_workers"):
         de.ConvergenceScalingPolicy(release_workers="later")
     with pytest.raises(ValueError, match=r"needs workers to release: backend='dask'"):
         de.LinearSVC(scaling_policy="convergence", backend="inprocess").fit(X, y)
-    fitted = de.LogisticRegression(backend="inprocess").fit(X, y)
+    fitted = de.LogisticRegression(penalize_intercept=True, backend="inprocess").fit(X, y)
     assert all(e["events"] == [] for e in fitted.history_)
 
 
@@ -316,7 +317,8 @@ def test_a_small_elastic_fit_without_a_client_runs_on_an_embedded_cluster(capsys
 
     X = np.random.default_rng(0).normal(size=(400, 3))
     y = (X[:, 0] > 0).astype(int)
-    clf = de.LogisticRegression(scaling_policy="convergence", n_workers=1, verbose=1).fit(X, y)
+    clf = de.LogisticRegression(
+        penalize_intercept=True, scaling_policy="convergence", n_workers=1, verbose=1).fit(X, y)
     assert clf.duality_gap_ <= clf.tol
     out = capsys.readouterr().out
     assert "LocalCluster of 1 worker started for this fit (a scaling_policy)" in out

@@ -54,6 +54,7 @@ def test_an_ideal_simulated_cluster_makes_the_iterates_of_a_real_one(flights_sma
     """Same K, seed and synchronous policy: the same rounds, bit for bit."""
     X, y = flights_small
     params = dict(C=0.5, tol=1e-5, max_iter=300, straggler_policy="wait",
+                  penalize_intercept=True,
                   random_state=3)
     real = de.LogisticRegression(backend="dask", client=client, **params).fit(X, y)
     model = ClusterModel(n_workers=2, seconds_per_nnz=RATE)
@@ -109,7 +110,8 @@ def test_backup_workers_shorten_rounds_in_virtual_time(flights_80k):
                          stragglers=RandomSlowdown(factor=4.0, seed=1))
     rounds = {}
     for policy in ("wait", "backup"):
-        clf = de.LogisticRegression(C=0.5, tol=1e-12, max_iter=6, random_state=0)
+        clf = de.LogisticRegression(
+            penalize_intercept=True, C=0.5, tol=1e-12, max_iter=6, random_state=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             clf = de.simulate(clf, X, y, model, straggler_policy=policy)
@@ -336,7 +338,7 @@ def test_convergence_scale_in_on_the_simulated_cluster(flights_600):
     """The convergence policy scales in, costs less and finds the fixed fit's optimum."""
     X, y = flights_600
     model = ClusterModel(n_workers=8, **_NETWORK)
-    params = dict(C=0.5, tol=1e-6, max_iter=1000, random_state=0)
+    params = dict(C=0.5, tol=1e-6, max_iter=1000, random_state=0, penalize_intercept=True)
     fixed = de.simulate(de.LogisticRegression(**params), X, y, model)
     elastic = de.simulate(de.LogisticRegression(**params), X, y, model,
                           scaling_policy="convergence")
@@ -504,7 +506,8 @@ def test_a_thousand_virtual_workers_fit_the_full_flights_table():
                          bandwidth=1.25e9, overhead=1e-3,
                          stragglers=RandomSlowdown(factor=4.0))
     t0 = time.perf_counter()
-    clf = de.simulate(de.LogisticRegression(C=0.01, tol=1e-3, max_iter=150), X, y,
+    clf = de.simulate(de.LogisticRegression(
+        penalize_intercept=True, C=0.01, tol=1e-3, max_iter=150), X, y,
                       model, straggler_policy=BackupPolicy(n_backup=20))
     wall = time.perf_counter() - t0
     assert clf.duality_gap_ <= 1e-3
@@ -520,11 +523,13 @@ def test_cluster_model_parameters_are_validated(flights_small):
     with pytest.raises(ValueError, match="kind"):
         ClusterEvent(1.0, "explode", worker=0)
     with pytest.raises(ValueError, match="n_workers=3 differs"):
-        de.LogisticRegression(backend=ClusterModel(n_workers=2), n_workers=3).fit(X, y)
+        de.LogisticRegression(
+            penalize_intercept=True, backend=ClusterModel(n_workers=2), n_workers=3).fit(X, y)
     with pytest.raises(ValueError, match=r"pass the model instead, backend=ClusterModel"):
-        de.LogisticRegression(backend="simulated").fit(X, y)
+        de.LogisticRegression(penalize_intercept=True, backend="simulated").fit(X, y)
     with pytest.raises(ValueError, match="Invalid parameter 'cluster_model'"):
-        de.LogisticRegression().set_params(cluster_model=ClusterModel(n_workers=2))
+        de.LogisticRegression(
+            penalize_intercept=True).set_params(cluster_model=ClusterModel(n_workers=2))
 
 
 def test_dask_input_on_the_simulated_backend_is_a_clear_error():
@@ -533,4 +538,4 @@ def test_dask_input_on_the_simulated_backend_is_a_clear_error():
     X = da.from_array(np.arange(40.0).reshape(20, 2), chunks=10)
     y = da.from_array(np.arange(20) % 2, chunks=10)
     with pytest.raises(ValueError, match=r"simulated backend .* needs in-memory input"):
-        de.LogisticRegression(backend=ClusterModel(n_workers=2)).fit(X, y)
+        de.LogisticRegression(penalize_intercept=True, backend=ClusterModel(n_workers=2)).fit(X, y)

@@ -89,12 +89,13 @@ def test_ridge_on_one_worker_is_accelerated_by_default():
 
     X, y = load_diamonds()[:2]
     X, y = np.asarray(X)[:2000], np.asarray(y)[:2000]
-    auto = de.Ridge(alpha=1.0, tol=1e-6, max_iter=1000, backend="inprocess").fit(X, y)
+    auto = de.Ridge(alpha=1.0, tol=1e-6, max_iter=1000, backend="inprocess",
+                    solver="cocoa").fit(X, y)
     assert auto.duality_gap_ <= 1e-6
     assert all(h["kappa"] > 0 for h in auto.history_)
     assert len(auto.history_) < 150
     plain = de.Ridge(alpha=1.0, tol=1e-6, max_iter=1000, backend="inprocess",
-                     acceleration="none").fit(X, y)
+                     solver="cocoa", acceleration="none").fit(X, y)
     assert len(plain.history_) > 2 * len(auto.history_)
     p_auto, p_plain = auto.history_[-1]["primal"], plain.history_[-1]["primal"]
     assert abs(p_auto - p_plain) <= 1e-5 * abs(p_plain)

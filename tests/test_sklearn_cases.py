@@ -238,7 +238,7 @@ def test_n_iter():
     X_diabetes, y_diabetes = load_diabetes(return_X_y=True)
     y_n = np.tile(y_diabetes, (2, 1)).T
     for max_iter in range(1, 4):
-        reg = _in_process(Ridge(max_iter=max_iter, tol=1e-12))
+        reg = _in_process(Ridge(max_iter=max_iter, tol=1e-12, solver="cocoa"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # max_iter's ConvergenceWarning
             reg.fit(X_diabetes, y_n)

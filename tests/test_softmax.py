@@ -1,11 +1,14 @@
 """Multinomial logistic regression: the softmax loss's kernels and scikit-learn's optimum."""
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression as SkLogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
 
@@ -184,7 +187,7 @@ def _sklearn(X, y, C, intercept):
 def test_three_species_are_scikit_learns_multinomial_fit(iris, C, intercept):
     X, y = iris
     ours = de.LogisticRegression(C=C, tol=1e-10, max_iter=5000, fit_intercept=intercept,
-                                 backend="inprocess").fit(X, y)
+                                 penalize_intercept=True, backend="inprocess").fit(X, y)
     sk, Xa = _sklearn(X, y, C, intercept)
     assert ours.coef_.shape == (3, 4) and ours.duality_gap_ <= 1e-10
     np.testing.assert_allclose(ours.predict_proba(X), sk.predict_proba(Xa), atol=1e-4)
@@ -198,7 +201,8 @@ def test_five_cuts_reach_scikit_learns_optimum_on_1_2_and_4_workers(cuts, n_work
     C = 1.0
     sk, Xa = _sklearn(X, y, C, True)
     ours = de.LogisticRegression(C=C, tol=1e-10, max_iter=3000, backend="inprocess",
-                                 n_workers=n_workers, random_state=0).fit(X, y)
+                                 penalize_intercept=True, n_workers=n_workers,
+                                 random_state=0).fit(X, y)
     assert ours.duality_gap_ <= 1e-10
     np.testing.assert_allclose(ours.predict_proba(X), sk.predict_proba(Xa), atol=1e-4)
     np.testing.assert_allclose(np.column_stack([ours.coef_, ours.intercept_]), sk.coef_,
@@ -208,7 +212,7 @@ def test_five_cuts_reach_scikit_learns_optimum_on_1_2_and_4_workers(cuts, n_work
 def test_the_simulated_cluster_reaches_the_same_optimum(cuts):
     X, y = cuts
     sk, Xa = _sklearn(X, y, 1.0, True)
-    sim = de.LogisticRegression(C=1.0, tol=1e-10, max_iter=3000,
+    sim = de.LogisticRegression(C=1.0, tol=1e-10, max_iter=3000, penalize_intercept=True,
                                 backend=de.ClusterModel(n_workers=8), random_state=0).fit(X, y)
     assert sim.duality_gap_ <= 1e-10
     np.testing.assert_allclose(sim.predict_proba(X), sk.predict_proba(Xa), atol=1e-4)
@@ -245,7 +249,8 @@ def test_a_fit_on_dask_preempting_stragglers_reaches_the_optimum(client, cuts, f
 
 def test_warm_start_after_a_change_of_C_needs_fewer_rounds(cuts):
     X, y = cuts
-    kw = dict(tol=1e-10, max_iter=3000, backend="inprocess", random_state=0)
+    kw = dict(tol=1e-10, max_iter=3000, backend="inprocess", random_state=0,
+              penalize_intercept=True)
     warm = de.LogisticRegression(C=1.0, warm_start=True, **kw).fit(X, y)
     warm.set_params(C=2.0).fit(X, y)
     cold = de.LogisticRegression(C=2.0, **kw).fit(X, y)
@@ -256,7 +261,9 @@ def test_warm_start_after_a_change_of_C_needs_fewer_rounds(cuts):
 
 def test_one_vs_rest_is_scikit_learns_wrapper(iris):
     X, y = iris
-    ovr = OneVsRestClassifier(de.LogisticRegression(C=1.0, tol=1e-10, backend="inprocess"))
+    # (liblinear's problem: the intercept penalised)
+    ovr = OneVsRestClassifier(de.LogisticRegression(C=1.0, tol=1e-10, penalize_intercept=True,
+                                                    backend="inprocess"))
     ovr.fit(X, y)
     sk = OneVsRestClassifier(SkLogisticRegression(C=1.0, solver="liblinear", tol=1e-12))
     sk.fit(X, y)
@@ -387,3 +394,44 @@ def test_a_multinomial_fit_survives_a_killed_worker(free):
         assert clf.duality_gap_ <= 1e-7
         assert clf.history_[-1]["primal"] - optimum <= 1e-7 * abs(optimum)
         assert fit_leftovers(client) == {"state": {}, "keys": [], "records": []}
+
+
+# -- scikit-learn's problem by default ------------------------------------------------
+
+
+def test_the_default_is_scikit_learns_free_intercept_on_the_five_cuts(cuts):
+    X, y = cuts
+    ours = de.LogisticRegression(backend="inprocess", random_state=0).fit(X, y)
+    sk = SkLogisticRegression(tol=1e-12, max_iter=100_000).fit(X, y)
+    assert ours.n_iter_[0] < 200 and ours.duality_gap_ <= 1e-4
+    np.testing.assert_allclose(ours.intercept_.sum(), 0.0, atol=1e-9)
+    np.testing.assert_allclose(ours.predict_proba(X), sk.predict_proba(X), atol=2e-2)
+    tight = de.LogisticRegression(tol=1e-8, backend="inprocess", random_state=0).fit(X, y)
+    np.testing.assert_allclose(tight.predict_proba(X), sk.predict_proba(X), atol=1e-4)
+
+
+@pytest.mark.parametrize("labels", ["three", "two left"])
+def test_a_class_of_no_weight_is_never_predicted_and_the_fit_converges(iris, labels):
+    """test_logistic.py::test_logistic_regression_string_inputs' ``"foo": 0``."""
+    X, y = iris
+    names = np.array(["bar", "baz", "foo"])[np.searchsorted(np.unique(y), y)]
+    weights = {"bar": 1, "baz": 2, "foo": 0}
+    if labels == "two left":      # two classes of weight: a binary fit underneath
+        weights = {"bar": 0, "baz": 1, "foo": 2}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        ours = de.LogisticRegression(class_weight=weights, backend="inprocess").fit(X, names)
+    sk = SkLogisticRegression(class_weight=weights).fit(X, names)
+    assert list(ours.classes_) == ["bar", "baz", "foo"] and ours.coef_.shape == (3, 4)
+    assert ours.duality_gap_ <= 1e-4
+    np.testing.assert_array_equal(np.unique(ours.predict(X)), np.unique(sk.predict(X)))
+    absent = [k for k, v in weights.items() if v == 0][0]
+    assert ours.predict_proba(X)[:, list(ours.classes_).index(absent)].max() < 1e-12
+    np.testing.assert_allclose(ours.intercept_.sum(), 0.0, atol=1e-9)
+    # the other classes' probabilities are their model's, fitted without the class
+    kept = names != absent
+    rest = de.LogisticRegression(class_weight={k: v for k, v in weights.items() if v},
+                                 backend="inprocess").fit(X[kept], names[kept])
+    present = [list(ours.classes_).index(c) for c in rest.classes_]
+    np.testing.assert_allclose(ours.predict_proba(X)[:, present], rest.predict_proba(X),
+                               atol=1e-10)

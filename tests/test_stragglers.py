@@ -102,9 +102,11 @@ def test_a_dropped_result_leaves_its_chunks_dual_state_unchanged(table, client):
 def test_backup_never_starves_a_persistently_slow_workers_rows(table, client):
     """CoCoA+ workers own their rows: a worker dropped every round would stall the fit."""
     X, y = table
-    ref = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-7, max_iter=2000,
+    ref = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                                C=0.5, tol=1e-7, max_iter=2000,
                                 backend="inprocess").fit(X, y)
-    clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-5, max_iter=2000, backend="dask",
+    clf = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                                C=0.5, tol=1e-5, max_iter=2000, backend="dask",
                                 straggler_policy=BackupPolicy(n_backup=1))
     with inject_stragglers(FixedSlowdown([0], factor=4.0)):
         clf.fit(X, y)
@@ -116,7 +118,8 @@ def test_backup_never_starves_a_persistently_slow_workers_rows(table, client):
 def test_no_more_results_are_added_than_sigma_was_sized_for(table):
     """In-process every result arrives at once; backup b=1 still adds K − 1 of them."""
     X, y = table
-    clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-5, max_iter=500, backend="inprocess",
+    clf = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                                C=0.5, tol=1e-5, max_iter=500, backend="inprocess",
                                 n_workers=4, straggler_policy=BackupPolicy(n_backup=1)).fit(X, y)
     rounds = clf.history_[:-1]
     assert all(h["n_used"] == 3 and h["n_dropped"] == 1 for h in rounds)
@@ -213,7 +216,8 @@ def test_late_workers_do_not_hold_the_next_round(table, client, monkeypatch):
     """A 50x straggler is stopped at the cut: a round ends without the rest of its work."""
     X, y = table
     received = _received_results(monkeypatch)
-    clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-8, max_iter=7, backend="dask",
+    clf = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                                C=0.5, tol=1e-8, max_iter=7, backend="dask",
                                 straggler_policy=BackupPolicy(n_backup=1),
                                 local_steps=20 * X.shape[0])  # compute, not overhead
     with warnings.catch_warnings(), inject_stragglers(FixedSlowdown([0], factor=50.0)):
@@ -239,10 +243,12 @@ def test_late_workers_do_not_hold_the_next_round(table, client, monkeypatch):
 def test_every_policy_reaches_the_synchronous_optimum(table, client, policy):
     """The objective under stragglers matches the synchronous optimum to 1e-4."""
     X, y = table
-    ref = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-7, max_iter=2000,
+    ref = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                                C=0.5, tol=1e-7, max_iter=2000,
                                 backend="inprocess").fit(X, y)
     p_star = ref.history_[-1]["primal"]
-    clf = de.LogisticRegression(solver="cocoa", C=0.5, tol=1e-5, max_iter=2000, backend="dask",
+    clf = de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                                C=0.5, tol=1e-5, max_iter=2000, backend="dask",
                                 straggler_policy=policy, random_state=0)
     with inject_stragglers(RandomSlowdown(factor=4.0, seed=1)):
         clf.fit(X, y)
@@ -300,8 +306,9 @@ def test_injected_slowdowns_are_seeded_and_reproducible():
 def test_straggler_parameters_are_validated(table):
     X, y = table
     with pytest.raises(ValueError, match="straggler_policy"):
-        de.LogisticRegression(solver="cocoa", straggler_policy="fastest").fit(X, y)
+        de.LogisticRegression(solver="cocoa", penalize_intercept=True,
+                              straggler_policy="fastest").fit(X, y)
     with pytest.raises(ValueError, match="Invalid parameter 'n_backup'"):
-        de.LogisticRegression().set_params(n_backup=2)
+        de.LogisticRegression(penalize_intercept=True).set_params(n_backup=2)
     with pytest.raises(ValueError, match="factor"):
         RandomSlowdown(factor=0.5)

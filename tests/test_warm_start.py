@@ -118,7 +118,8 @@ def test_a_ridge_path_with_two_targets_and_their_offsets(diamonds_small):
     X, y = diamonds_small
     Y = np.column_stack([y, 2.0 * y - X[:, 0]])
     rounds, warm, cold = _path_rounds(
-        lambda **kw: de.Ridge(tol=1e-8, max_iter=3000, backend="inprocess", **kw),
+        lambda **kw: de.Ridge(tol=1e-8, max_iter=3000, backend="inprocess", solver="cocoa",
+                              **kw),
         X, Y, [10.0, 1.0, 0.1], "alpha")
     np.testing.assert_allclose(warm, cold, rtol=1e-7)
     assert sum(rounds["warm"][1:]) < sum(rounds["cold"][1:])
@@ -141,7 +142,7 @@ def test_warm_start_on_a_dask_cluster_and_a_simulated_one(flights_6k, flights_6k
     for kwargs in ({"client": client, "backend": "dask", "n_workers": 2},
                    {"backend": ClusterModel(n_workers=4)}):
         clf = de.LogisticRegression(C=0.2, tol=1e-6, max_iter=2000, warm_start=True,
-                                    **kwargs).fit(X, y)
+                                    penalize_intercept=True, **kwargs).fit(X, y)
         clf.set_params(C=0.5).fit(X, y)
         assert clf.duality_gap_ <= 1e-6
         assert abs(clf.history_[-1]["primal"] - flights_6k_optimum) <= 1e-6 * flights_6k_optimum

@@ -212,6 +212,9 @@ class _CoCoABase(BaseEstimator):
             X, y, sample_weight = self._validate_in_memory(
                 X, y, sample_weight, multi_output=not self._is_classifier())
             encoder = self._make_encoder(y, sample_weight)
+            if free:
+                X, y, sample_weight, encoder = self._without_weightless_classes(
+                    X, y, sample_weight, encoder)
             Y, sw = encoder.encode(y, sample_weight)
             n, d = X.shape
             n_values = X.nnz if sp.issparse(X) else X.size
@@ -272,6 +275,10 @@ class _CoCoABase(BaseEstimator):
             if names is not None:
                 self.feature_names_in_ = names
         return self
+
+    def _without_weightless_classes(self, X, y, sample_weight, encoder):
+        """The rows and encoder to fit with a free intercept (a classifier's own)."""
+        return X, y, sample_weight, encoder
 
     def _uses_gram(self, problem):
         """Whether the fit runs the Gram solver (:mod:`daskelastic.gram`) instead of rounds."""
@@ -525,13 +532,16 @@ class _CoCoABase(BaseEstimator):
         means = None
         if centre and not sp.issparse(X._meta):
             # a free intercept crawls on columns far from centred (see
-            # _fit_holding): the blocks are centred as they load, in X's dtype
+            # _fit_holding): the blocks are centred as they load, in X's dtype.
+            # (Means of the finite values: a NaN or inf is then reported in
+            # its own block as the blocks load, not in every centred one.)
+            finite = da.where(da.isfinite(X), X, 0)
             if sample_weight is None:
-                means = X.mean(axis=0, dtype=np.float64)
+                means = finite.mean(axis=0, dtype=np.float64)
             else:
                 total = sample_weight.sum()
-                means = da.where(total > 0, (sample_weight[:, None] * X).sum(axis=0)
-                                 / da.where(total > 0, total, 1.0), X.mean(axis=0))
+                means = da.where(total > 0, (sample_weight[:, None] * finite).sum(axis=0)
+                                 / da.where(total > 0, total, 1.0), finite.mean(axis=0))
             means = means.astype(X.dtype)
             X = X - means
         # persisted into ``held`` first where a client runs: the labels are
@@ -542,8 +552,6 @@ class _CoCoABase(BaseEstimator):
             held.extend(client.persist([X, y] + ([] if sample_weight is None
                                                  else [sample_weight])
                                        + ([] if means is None else [means])))
-            if means is not None:   # (computed with X's blocks, not from X again)
-                means = held.pop()
         try:
             encoder = self._make_encoder_dask(held[1] if held else y,
                                               sample_weight if sample_weight is None
@@ -552,6 +560,8 @@ class _CoCoABase(BaseEstimator):
             # the labels' frames hold persisted arrays (``held`` itself is
             # emptied by ``_fit``): raise the error without their traceback
             raise error.with_traceback(None) from None
+        if means is not None and held:   # (computed with X's blocks, not from X again)
+            means = held.pop()
         if means is not None:
             means = np.asarray(means.compute(scheduler=client), dtype=np.float64)
         return X, y, sample_weight, encoder, means

@@ -26,6 +26,7 @@ from ._docs import (
     _COMMON_HEAD,
     _COMMON_TAIL,
     _INTERCEPT_DOC,
+    _INTERCEPT_PENALISED_DOC,
     _N_ITER_ARRAY_DOC,
     _N_ITER_INT_DOC,
     _NEWTON_SOLVER_ATTR_DOC,
@@ -213,6 +214,37 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         m = 1 if classes.shape[0] == 2 else classes.shape[0]
         return TargetEncoder(classes=classes, class_weight=cw, n_targets=m)
 
+    def _without_weightless_classes(self, X, y, sample_weight, encoder):
+        """Without the classes of no weight, when two or more others have some.
+
+        With a free intercept, a class whose rows weigh nothing in all (a
+        ``class_weight`` of 0, say) has no optimum: its intercept falls
+        without bound, and the duality gap stays near 1.  Its limit is the
+        model of the other classes with that class's probability 0, which
+        the fit solves on the rows of the other classes; ``_set_fitted`` adds
+        the class back (see :func:`_add_weightless_classes`).  Not for a warm
+        start, whose classes are the last fit's.
+        """
+        self._weightless = None
+        classes = encoder.classes
+        if self.warm_start and hasattr(self, "coef_"):
+            return X, y, sample_weight, encoder
+        where = np.searchsorted(classes, y)
+        weights = sample_weight if encoder.class_weight is None \
+            else sample_weight * encoder.class_weight[where]
+        totals = np.bincount(where, weights=weights, minlength=classes.shape[0])
+        present = totals > 0
+        if present.all() or present.sum() < 2:
+            return X, y, sample_weight, encoder
+        self._weightless = (classes, present)
+        rows = present[where]
+        kept = classes[present]
+        encoder = TargetEncoder(
+            classes=kept, n_targets=1 if kept.shape[0] == 2 else kept.shape[0],
+            class_weight=None if encoder.class_weight is None
+            else encoder.class_weight[present])
+        return X[rows], y[rows], sample_weight[rows], encoder
+
     def _set_fitted(self, result, encoder, problem, dtype):
         # (w is float64 whatever X's dtype: rounded to float32 where the
         # scikit-learn solver keeps it)
@@ -221,6 +253,9 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
         self.classes_ = encoder.classes
         d = problem.n_features
         w = result.w
+        if getattr(self, "_weightless", None) is not None:
+            self.classes_, present = self._weightless
+            w = _add_weightless_classes(w, present)
         self.coef_ = np.ascontiguousarray(w[:d].T, dtype=dtype)
         if self.fit_intercept:
             self.intercept_ = (problem.intercept_scaling * w[d]).astype(dtype)
@@ -290,6 +325,26 @@ class _ClassifierBase(ClassifierMixin, _CoCoABase):
                                **({"drop_axis": 1} if scores.ndim == 2 else {}))
 
 
+def _add_weightless_classes(w, present):
+    """The softmax coefficients of all classes from a fit of the ``present`` ones.
+
+    The classes of no weight get coefficients 0 and an intercept 40 below
+    the smallest intercept fitted: their probability is then below
+    ``e^-40`` times another class's on rows near the data (the limit of
+    their intercepts, which fall without bound), and scikit-learn's lbfgs
+    predicts them no more than this does.  A fit of two present classes is
+    written in the softmax's symmetric form (``±z/2``).  The intercepts are
+    centred (their sum 0), as the softmax fit's are.
+    """
+    if w.shape[1] == 1:      # two classes: z = x·w + b for the second
+        w = np.hstack([-0.5 * w, 0.5 * w])
+    full = np.zeros((w.shape[0], present.shape[0]))
+    full[:, present] = w
+    full[-1, ~present] = w[-1].min() - 40.0
+    full[-1] -= full[-1].mean()
+    return full
+
+
 def _scores_to_labels(scores, classes):
     if scores.ndim == 1:
         return classes[(scores > 0).astype(int)]
@@ -299,11 +354,11 @@ def _scores_to_labels(scores, classes):
 class LogisticRegression(_ClassifierBase):
     __doc__ = f"""Regularised logistic regression trained with distributed CoCoA+.
 
-    Minimises ``C Σ c_i log(1 + exp(-y_i (x_i·w + b))) + ½‖w‖²``, by default
-    with ``b`` penalised too (liblinear's problem; scikit-learn's lbfgs leaves
-    it free, as ``penalize_intercept=False`` does), or with an L1 or
-    elastic-net penalty (``penalty``, ``l1_ratio``), with an SDCA local solver
-    per worker, on a Dask cluster or in-process.  With three or more classes
+    Minimises ``C Σ c_i log(1 + exp(-y_i (x_i·w + b))) + ½‖w‖²`` with ``b``
+    free, scikit-learn's problem (``penalize_intercept=True`` penalises ``b``
+    too, liblinear's problem), or with an L1 or elastic-net penalty
+    (``penalty``, ``l1_ratio``), with an SDCA local solver per worker, on a
+    Dask cluster or in-process.  With three or more classes
     the loss is the multinomial (softmax) one, ``C Σ c_i (log Σ_k exp(z_ik) −
     z_iy_i) + ½‖W‖²``, as scikit-learn's default; one-vs-rest is
     ``sklearn.multiclass.OneVsRestClassifier(LogisticRegression())``.
@@ -365,7 +420,8 @@ class LogisticRegression(_ClassifierBase):
         return "logistic" if n_targets == 1 else "softmax"
 
     def __init__(self, C=1.0, *, penalty="auto", l1_ratio=None, solver="auto", tol=1e-4,
-                 max_iter=200, fit_intercept=True, intercept_scaling=1.0, penalize_intercept=True,
+                 max_iter=200, fit_intercept=True, intercept_scaling=1.0,
+                 penalize_intercept=False,
                  class_weight=None, random_state=None,
                  verbose=0, warm_start=False, client=None, backend="auto",
                  n_workers=None, chunks_per_worker=None, local_steps=None, gamma=1.0,
@@ -481,7 +537,7 @@ class LinearSVC(_ClassifierBase):
     loss : {{"squared_hinge", "hinge"}}, default="squared_hinge"
         The loss function.\
 {_PENALTY_DOC}{_NEWTON_SOLVER_DOC.format(extra=" and the loss is the squared hinge")}\
-{_COMMON_HEAD}{_INTERCEPT_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
+{_COMMON_HEAD}{_INTERCEPT_PENALISED_DOC}{_CLASS_WEIGHT_DOC}{_COMMON_TAIL}
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)

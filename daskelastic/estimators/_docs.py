@@ -43,19 +43,39 @@ _NEWTON_SOLVER_DOC = """
         ``"newton"`` the round parameters below (``n_workers`` to
         ``scaling_policy``) are unused and ``max_iter`` counts Newton steps."""
 
-_INTERCEPT_DOC = """
+
+def _intercept_doc(penalised):
+    """The ``intercept_scaling`` and ``penalize_intercept`` sections, with the default
+    of scikit-learn's counterpart: free (lbfgs, Ridge) or penalised (liblinear)."""
+    if penalised:
+        default = """
+    penalize_intercept : bool, default=True
+        Penalise the intercept like a coefficient: scikit-learn's LinearSVC
+        problem (liblinear's, with ``intercept_scaling``).  ``False`` leaves
+        it free (the squared hinge only; the hinge's loss has no curvature to
+        move it by), with a duality gap that still certifies the fit and in
+        more rounds (the user guide's *The intercept*)."""
+    else:
+        default = """
+    penalize_intercept : bool, default=False
+        Leave the intercept free (``False``, scikit-learn's problem, whose
+        optimum the fit reaches, certified by its duality gap), or penalise
+        it like a coefficient (``True``: liblinear's and Snap ML's problem,
+        with ``intercept_scaling``), which takes fewer rounds for
+        classification (the user guide's *The intercept*)."""
+    return """
     intercept_scaling : float, default=1.0
         With ``penalize_intercept=True``: the intercept is the coefficient of
         a constant feature of this value, and larger values weaken its
-        penalty.  Unused otherwise.
-    penalize_intercept : bool, default=True
-        Penalise the intercept like a coefficient (liblinear's and Snap ML's
-        problem), or leave it free (``False``: scikit-learn's lbfgs and Ridge
-        problem, whose optimum it reaches, with a duality gap that still
-        certifies it; not for ``loss="hinge"``).  A free intercept takes
-        more rounds (the user guide's *The intercept*).  With an L1 part in
+        penalty.  Unused otherwise.""" + default + """  With an L1 part in
         the penalty the intercept is always free, as scikit-learn's ``saga``
         and ``Lasso`` leave it."""
+
+
+#: the estimators whose scikit-learn counterparts leave the intercept free
+_INTERCEPT_DOC = _intercept_doc(penalised=False)
+#: LinearSVC's: liblinear penalises its intercept
+_INTERCEPT_PENALISED_DOC = _intercept_doc(penalised=True)
 
 _PENALTY_DOC = """
     penalty : {"l2", "l1", "elasticnet"}, default="l2"
@@ -198,7 +218,7 @@ _N_ITER_TARGETS_DOC = """
     n_iter_ : ndarray of shape (n_targets,), int32
         Committed CoCoA+ rounds, one entry per target as scikit-learn's
         iterative Ridge solvers give (the targets share the rounds, so the
-        entries are equal)."""
+        entries are equal); 1 after the Cholesky solver."""
 
 _N_ITER_CD_DOC = """
     n_iter_ : int or list of int

@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import (  # no public names exist
 )
 from sklearn.utils.validation import column_or_1d
 
+from ..objective import lambda_from_C
 from ..session import client_context, current_client
 from ..targets import TargetEncoder, not_finite, sums_overflow
 from ._base import _CoCoABase, _validated_fit
@@ -112,6 +113,84 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
         # (the Gram solver marks its history's entries)
         self.solver_ = result.history[-1].get("solver", "cocoa")
 
+    def _gram_chosen(self, n_features):
+        """Whether ``solver`` (``"auto"``: up to :data:`GRAM_MAX_FEATURES`) fits by sums.
+
+        A simulated backend and a ``scaling_policy`` ask for rounds: a
+        ``ValueError`` with the Gram solver named, nothing for ``"auto"``.
+        """
+        if self.solver == "cocoa":
+            return False
+        rounds_wanted = self._cluster_model() is not None or self.scaling_policy is not None
+        if self.solver != "auto":
+            if rounds_wanted:
+                raise ValueError(f"solver={self.solver!r} runs no rounds: a simulated "
+                                 "backend (backend=ClusterModel(...)) and scaling_policy "
+                                 "need solver='cocoa' (or 'auto')")
+            return True
+        return n_features <= GRAM_MAX_FEATURES and not rounds_wanted
+
+    def _fit_gram(self, X, Y, sw, encoder, problem, w_start, dask_input):
+        """The Gram solver's :class:`~daskelastic.driver.FitResult` (:mod:`daskelastic.gram`).
+
+        ``X`` is centred already where it is dense and the intercept free;
+        otherwise (sparse rows) the sums are centred here and the intercept
+        coefficient set to ``ȳ − μ·w``.  A penalised intercept (Ridge's
+        ``penalize_intercept=True``) is the coefficient of a constant column
+        added to the sums.
+        """
+        from ..driver import FitResult
+        from ..gram import gram_sums
+        from ..objective import Objective
+
+        started = time.perf_counter()
+        d = problem.n_features
+        if dask_input:
+            client = self.client or current_client()
+            with client_context(self.client):
+                sums = gram_sums(X, Y, sw, y_offset=encoder.offset, client=client)
+            workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)
+                                                   ["workers"])
+        else:
+            sums = gram_sums(X, Y, sw)
+            workers = 1
+        if not all(np.all(np.isfinite(a)) for a in (sums.xx, sums.xy, sums.yy)):
+            # input in memory was checked finite: its sums overflowed; dask
+            # blocks are not checked before they are summed
+            raise not_finite("X, y or sample_weight") if dask_input \
+                else sums_overflow("X, y and sample_weight", cd=self._gram_name == "gram")
+        free = problem.free_intercept
+        penalised = bool(problem.intercept_scaling) and not free
+        if free:
+            sums, x_mean, y_mean = sums.centred()
+        elif penalised:
+            sums = sums.with_constant(problem.intercept_scaling)
+        w, n_iter, history, converged = self._gram_solve(
+            sums, problem, None if w_start is None else w_start[:d + penalised], started)
+        coef = np.zeros((d + 1, w.shape[1]))
+        coef[:w.shape[0]] = w
+        if free:
+            coef[d] = (y_mean - x_mean @ w) / problem.intercept_scaling
+        for entry in history:
+            entry.update(n_workers=workers, solver=self._gram_name)
+        last = history[-1]
+        objective = Objective(primal=last["primal"], dual=last["dual"], gap=last["gap"],
+                              relative_gap=last["duality_gap"])
+        if self.verbose:
+            passes = f"{n_iter} passes, " if self._gram_name == "gram" else ""
+            print(f"[daskelastic] {self._gram_name} solver on {sums.rows:,} rows: "
+                  f"{passes}relative duality gap {objective.relative_gap:.2e}", flush=True)
+        if not converged:
+            warnings.warn(
+                f"daskelastic did not reach tol={self.tol:g} in max_iter={self.max_iter} "
+                f"passes of coordinate descent (relative duality gap "
+                f"{objective.relative_gap:.3g}); increase max_iter or tol",
+                ConvergenceWarning, stacklevel=4)
+        return FitResult(coef, n_iter, converged, objective, history)
+
+    #: the name ``solver_`` gives the Gram solver's fits
+    _gram_name = "gram"
+
     def _n_targets(self):
         return 1 if np.ndim(self.coef_) == 1 else np.shape(self.coef_)[0]
 
@@ -173,19 +252,35 @@ class _LinearRegressor(RegressorMixin, _CoCoABase):
 
 
 class Ridge(_LinearRegressor):
-    __doc__ = f"""Ridge regression trained with distributed CoCoA+.
+    __doc__ = f"""Ridge regression: the Cholesky solve of the Gram system, or CoCoA+.
 
-    Minimises ``Σ c_i (y_i - x_i·w - b)² + alpha ‖w‖²`` (scikit-learn's Ridge),
-    for one or several targets.  The targets are centred by their weighted
-    mean; the remaining intercept is the coefficient of a constant feature of
-    value ``intercept_scaling`` and, unlike scikit-learn's, is penalised,
-    unless ``penalize_intercept=False``.
+    Minimises ``Σ c_i (y_i - x_i·w - b)² + alpha ‖w‖²`` with ``b`` free
+    (scikit-learn's Ridge), for one or several targets.  Up to 256 features
+    one pass sums the rows' Gram matrix and a Cholesky solve gives the exact
+    solution, whatever ``alpha`` (``solver``); otherwise CoCoA+'s rounds
+    solve it, to a duality gap.  With ``penalize_intercept=True`` the
+    intercept is the coefficient of a constant feature of value
+    ``intercept_scaling`` and is penalised too.
 
     Parameters
     ----------
     alpha : float, default=1.0
-        Regularisation strength (must be positive).\
+        Regularisation strength; 0 (least squares, as scikit-learn accepts
+        it) needs the Cholesky solver.\
 {_COMMON_HEAD}{_INTERCEPT_DOC}
+    solver : {{"auto", "cholesky", "cocoa"}}, default="auto"
+        ``"cholesky"``: one pass sums the rows' Gram matrix ``Σ c_i x_i
+        x_iᵀ`` and correlations (block by block on the cluster for dask
+        input, in this process for in-memory input), then a Cholesky solve of
+        ``d × d`` numbers gives the exact solution, as scikit-learn's
+        ``solver="cholesky"`` does; its duality gap is computed from the same
+        sums.  ``"cocoa"``: CoCoA+ rounds on the workers, with straggler
+        policies, elastic scaling and the dashboard, whose rounds grow as
+        ``alpha`` shrinks.  ``"auto"``: ``"cholesky"`` up to 256 features,
+        unless a simulated ``backend`` (a ``ClusterModel``) or a
+        ``scaling_policy`` asks for rounds.  With ``"cholesky"`` ``tol``,
+        ``max_iter`` and the round parameters below (``n_workers`` to
+        ``scaling_policy``) are unused.
     positive : bool, default=False
         The constraint of non-negative coefficients (scikit-learn's); ``True`` is
         refused with a ``ValueError`` that names what fits it (scikit-learn's
@@ -202,8 +297,12 @@ class Ridge(_LinearRegressor):
         of shape (n,), an array for ``y`` of shape (n, n_targets) (also
         (n, 1)), of the dtype of ``coef_``; ``0.0`` without
         ``fit_intercept``.\
-{_N_ITER_TARGETS_DOC}{_ATTRS_DOC}    solver_ : {{"cocoa"}}
-        The solver the fit ran (scikit-learn's Ridge names the one it chose).
+{_N_ITER_TARGETS_DOC}{_ATTRS_DOC}    solver_ : {{"cholesky", "cocoa"}}
+        The solver the fit ran (see ``solver``; scikit-learn's Ridge names the
+        one it chose).  After ``"cholesky"`` ``n_iter_`` counts its one solve
+        (scikit-learn's direct solvers give None), and ``history_`` has one entry
+        with the keys ``round``, ``time``, ``primal``, ``dual``, ``gap``,
+        ``duality_gap``, ``n_workers`` and ``solver``.
 
     See Also
     --------
@@ -222,13 +321,17 @@ class Ridge(_LinearRegressor):
 
     _parameter_constraints = {
         **_CoCoABase._parameter_constraints,
-        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+        # 0 (least squares) as scikit-learn's, for the Cholesky solver
+        "alpha": [Interval(numbers.Real, 0, None, closed="left")],
+        "solver": [StrOptions({"auto", "cholesky", "cocoa"})],
         "positive": ["boolean"],
     }
 
+    _gram_name = "cholesky"
+
     def __init__(self, alpha=1.0, *, tol=1e-4, max_iter=200, fit_intercept=True,
-                 intercept_scaling=1.0, penalize_intercept=True, positive=False,
-                 random_state=None, verbose=0, warm_start=False,
+                 intercept_scaling=1.0, penalize_intercept=False, solver="auto",
+                 positive=False, random_state=None, verbose=0, warm_start=False,
                  client=None, backend="auto", n_workers=None, chunks_per_worker=None,
                  local_steps=None, gamma=1.0, sigma=None, acceleration="auto",
                  straggler_policy="preempt", scaling_policy=None):
@@ -238,6 +341,7 @@ class Ridge(_LinearRegressor):
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.penalize_intercept = penalize_intercept
+        self.solver = solver
         self.positive = positive
         self.random_state = random_state
         self.verbose = verbose
@@ -253,12 +357,32 @@ class Ridge(_LinearRegressor):
         self.straggler_policy = straggler_policy
         self.scaling_policy = scaling_policy
 
-    def _C(self):
-        return 1.0 / self.alpha
+    def _penalties(self, n):
+        return self.alpha / n, 0.0     # λ = 1 / (C n) with C = 1 / alpha; alpha may be 0
+
+    def _uses_gram(self, problem):
+        gram = self._gram_chosen(problem.n_features)
+        if not gram and self.alpha == 0:
+            raise ValueError(
+                "alpha=0 (least squares) needs solver='cholesky': CoCoA+'s dual needs a "
+                f"penalty (solver={self.solver!r}"
+                + (f", and {problem.n_features} features > {GRAM_MAX_FEATURES}, the "
+                   "most 'auto' sums" if self.solver == "auto" else "") + ")")
+        if not gram:   # (the rounds' λ = alpha / n must be a normal float64)
+            lambda_from_C(1.0 / self.alpha, problem.n_samples)
+        return gram
+
+    def _gram_solve(self, sums, problem, w_start, started):
+        from ..gram import solve_ridge
+
+        # scikit-learn's Ridge weighs alpha against Σ c_i (y − x·w)², not its mean
+        total = sums.weight if sums.weight > 0 else 1.0
+        w, history = solve_ridge(sums, self.alpha / total, start=started)
+        return w, 1, history, True     # a direct solve: tol and max_iter are unused
 
     def _set_run(self, result):
         # scikit-learn's iterative Ridge solvers count per target; here the
-        # targets share the rounds
+        # targets share the rounds (the Cholesky solver counts its one solve)
         super()._set_run(result)
         self.n_iter_ = np.full(self._n_targets(), result.n_iter, dtype=np.int32)
 
@@ -379,71 +503,14 @@ class ElasticNet(_LinearRegressor):
         return float(self.l1_ratio)
 
     def _uses_gram(self, problem):
-        if self.solver == "cocoa":
-            return False
-        rounds_wanted = self._cluster_model() is not None or self.scaling_policy is not None
-        if self.solver == "gram":
-            if rounds_wanted:
-                raise ValueError("solver='gram' runs no rounds: a simulated backend "
-                                 "(backend=ClusterModel(...)) and scaling_policy need "
-                                 "solver='cocoa' (or 'auto')")
-            return True
-        return problem.n_features <= GRAM_MAX_FEATURES and not rounds_wanted
+        return self._gram_chosen(problem.n_features)
 
-    def _fit_gram(self, X, Y, sw, encoder, problem, w_start, dask_input):
-        """The Gram solver's :class:`~daskelastic.driver.FitResult` (:mod:`daskelastic.gram`).
+    def _gram_solve(self, sums, problem, w_start, started):
+        from ..gram import solve
 
-        ``X`` is centred already where it is dense and the intercept free;
-        otherwise (sparse rows) the sums are centred here and the intercept
-        coefficient set to ``ȳ − μ·w``.
-        """
-        from ..driver import FitResult
-        from ..gram import gram_sums, solve
-        from ..objective import Objective
-
-        started = time.perf_counter()
-        d = problem.n_features
-        if dask_input:
-            client = self.client or current_client()
-            with client_context(self.client):
-                sums = gram_sums(X, Y, sw, y_offset=encoder.offset, client=client)
-            workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)
-                                                   ["workers"])
-        else:
-            sums = gram_sums(X, Y, sw)
-            workers = 1
-        if not all(np.all(np.isfinite(a)) for a in (sums.xx, sums.xy, sums.yy)):
-            # input in memory was checked finite: its sums overflowed; dask
-            # blocks are not checked before they are summed
-            raise not_finite("X, y or sample_weight") if dask_input \
-                else sums_overflow("X, y and sample_weight")
-        free = problem.free_intercept
-        if free:
-            sums, x_mean, y_mean = sums.centred()
         w, n_iter, history = solve(sums, problem.l1, problem.lam, tol=self.tol,
-                                   max_iter=self.max_iter,
-                                   w_start=None if w_start is None else w_start[:d],
-                                   start=started)
-        coef = np.zeros((d + 1, w.shape[1]))
-        coef[:d] = w
-        if free:
-            coef[d] = (y_mean - x_mean @ w) / problem.intercept_scaling
-        for entry in history:
-            entry.update(n_workers=workers, solver="gram")
-        last = history[-1]
-        objective = Objective(primal=last["primal"], dual=last["dual"], gap=last["gap"],
-                              relative_gap=last["duality_gap"])
-        converged = objective.relative_gap <= self.tol
-        if self.verbose:
-            print(f"[daskelastic] Gram solver on {sums.rows:,} rows: {n_iter} passes, "
-                  f"relative duality gap {objective.relative_gap:.2e}", flush=True)
-        if not converged:
-            warnings.warn(
-                f"daskelastic did not reach tol={self.tol:g} in max_iter={self.max_iter} "
-                f"passes of coordinate descent (relative duality gap "
-                f"{objective.relative_gap:.3g}); increase max_iter or tol",
-                ConvergenceWarning, stacklevel=4)
-        return FitResult(coef, n_iter, converged, objective, history)
+                                   max_iter=self.max_iter, w_start=w_start, start=started)
+        return w, n_iter, history, history[-1]["duality_gap"] <= self.tol
 
     def _set_run(self, result):
         # scikit-learn's ElasticNet fits its targets one by one: an int and a
