@@ -22,7 +22,8 @@ Cases:
   weights, α).  Also the per-round seconds (median over the rounds after the
   first), and a round's parts from ``history_``: the local solver's
   seconds on the slowest worker (``worker_seconds``) and the rest of the
-  round (``w`` out, ``Δw`` back, the driver's aggregation and gap).
+  round (``w`` out, ``Δw`` back, the driver's aggregation and gap), and the
+  worker's garbage-collector pauses over the whole fit (``gc_ms``).
 - daskelastic on dense blocks (the base table's first 120 columns, dense).
 - daskelastic on a Parquet directory of the narrow flights columns (month,
   hour and distance; carrier and origin as categories) replicated as above,
@@ -132,6 +133,27 @@ def round_profile(history):
     return total, solver, total - solver
 
 
+def _count_gc(dask_worker=None):
+    """Add up the pauses of Python's garbage collector in this process from now on."""
+    stats = {"collections": 0, "seconds": 0.0, "start": 0.0}
+
+    def callback(phase, info):
+        if phase == "start":
+            stats["start"] = time.perf_counter()
+        else:
+            stats["collections"] += 1
+            stats["seconds"] += time.perf_counter() - stats["start"]
+
+    gc.callbacks.append(callback)
+    dask_worker._bench_memory_gc = (stats, callback)
+
+
+def _gc_seconds(dask_worker=None):
+    stats, callback = dask_worker._bench_memory_gc
+    gc.callbacks.remove(callback)
+    return stats["seconds"]
+
+
 def fit_daskelastic(client, X, y, rounds):
     from daskelastic import LogisticRegression
     from daskelastic.testing import sample_worker_memory
@@ -161,12 +183,16 @@ def case_csr(log, base, replicas, rounds):
     try:
         X, y = crossed_blocks(client, *base, replicas)
         warm_up(client, X.blocks[0].compute()[:4000], y.blocks[0].compute()[:4000])
+        client.run(_count_gc)
         clf, memory, seconds = fit_daskelastic(client, X, y, rounds)
+        gc_seconds = client.run(_gc_seconds)
         total, solver, rest = round_profile(clf.history_)
         rounds_s = sum(h["round_seconds"] for h in clf.history_)
         rows = memory_rows(f"daskelastic csr ×{replicas}", memory, seconds, {
             "rows": X.shape[0], "round_s": round(total, 3), "solver_s": round(solver, 3),
             "rest_s": round(rest, 3), "rounds_s": round(rounds_s, 1)})
+        for row, worker in zip(rows, sorted(memory)):
+            row["gc_ms"] = round(1e3 * gc_seconds[worker])
         log(f"  csr ×{replicas}: {X.shape[0]:,} rows, {seconds:.1f} s, round {total:.3f} s "
             f"(solver {solver:.3f} s, rest {rest:.3f} s)")
         return rows
