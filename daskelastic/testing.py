@@ -380,12 +380,34 @@ class WorkerMemory(dict):
     """
 
     def growth(self, worker):
-        """Peak resident memory of ``worker`` above its start, in bytes."""
+        """Peak resident memory of ``worker`` above its start.
+
+        Parameters
+        ----------
+        worker : str
+            A worker's address.
+
+        Returns
+        -------
+        int
+            Bytes.
+        """
         numbers = self[worker]
         return numbers["peak"] - numbers["start"]
 
     def ratio(self, worker):
-        """:meth:`growth` over the bytes held (``inf`` when nothing was held)."""
+        """:meth:`growth` over the bytes held.
+
+        Parameters
+        ----------
+        worker : str
+            A worker's address.
+
+        Returns
+        -------
+        float
+            The ratio; ``inf`` when nothing was held.
+        """
         held = self[worker]["held"]
         return self.growth(worker) / held if held else float("inf")
 
