@@ -41,7 +41,8 @@ from .driver import INJECTED_SLOWDOWN
 from .scaling import ScalingDecision, ScalingPolicy
 
 __all__ = ["StragglerModel", "FixedSlowdown", "RandomSlowdown", "HeavyTailSlowdown",
-           "inject_stragglers", "ScheduledScaling"]
+           "inject_stragglers", "ScheduledScaling", "sample_worker_memory",
+           "WorkerMemory"]
 
 
 class StragglerModel:
@@ -363,3 +364,137 @@ class ScheduledScaling(ScalingPolicy):
         last = self.records[-1].round_id if self.records else None
         target = self.schedule.get(last, n_workers)
         return ScalingDecision(min(target, n_workers), "scheduled")
+
+
+_SAMPLERS_ATTR = "_daskelastic_memory_samplers"
+
+
+class WorkerMemory(dict):
+    """What :func:`~daskelastic.testing.sample_worker_memory` measured, by worker address.
+
+    Each worker's numbers are a dict: ``"start"`` (its resident set size,
+    in bytes, when sampling began), ``"peak"`` (the largest sampled), and
+    ``"held"`` (the most bytes the fits' solvers on it held at once, see
+    ``ChunkStore.nbytes``).
+    Filled when the ``with`` block ends.
+    """
+
+    def growth(self, worker):
+        """Peak resident memory of ``worker`` above its start.
+
+        Parameters
+        ----------
+        worker : str
+            A worker's address.
+
+        Returns
+        -------
+        int
+            Bytes.
+        """
+        numbers = self[worker]
+        return numbers["peak"] - numbers["start"]
+
+    def ratio(self, worker):
+        """:meth:`growth` over the bytes held.
+
+        Parameters
+        ----------
+        worker : str
+            A worker's address.
+
+        Returns
+        -------
+        float
+            The ratio; ``inf`` when nothing was held.
+        """
+        held = self[worker]["held"]
+        return self.growth(worker) / held if held else float("inf")
+
+
+@contextlib.contextmanager
+def sample_worker_memory(client, interval=0.05):
+    """Sample every worker's resident memory, and the bytes its fits hold, during a block.
+
+    A thread in each worker process reads its resident set size (``psutil``)
+    and the bytes held by the solvers of its fits every ``interval`` seconds
+    until the block ends: a fit's peak memory and what it holds, to compare
+    (see the user guide's *Memory*, ``benchmarks/bench_memory.py``).
+
+    Parameters
+    ----------
+    client : distributed.Client
+        Client of the cluster whose workers to watch (those present when the
+        block starts).
+    interval : float
+        Seconds between samples.
+
+    Yields
+    ------
+    WorkerMemory
+        Empty inside the block; ``{worker: {"start", "peak", "held"}}`` after it.
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster
+    >>> from daskelastic import LogisticRegression
+    >>> from daskelastic.testing import sample_worker_memory
+    >>> import dask.array as da
+    >>> with LocalCluster(n_workers=1, processes=False) as cluster, \\
+    ...         Client(cluster) as client:   # doctest: +SKIP
+    ...     X = da.random.random((10_000, 5), chunks=5_000)
+    ...     y = (X[:, 0] > 0.5).astype(int)
+    ...     with sample_worker_memory(client) as memory:
+    ...         LogisticRegression(client=client).fit(X, y)
+    ...     [memory.ratio(w) < 10 for w in memory]
+    [True]
+    """
+    token = f"{time.monotonic_ns()}-{id(client)}"
+    result = WorkerMemory()
+    client.run(_start_sampling, token, float(interval))
+    try:
+        yield result
+    finally:
+        result.update(client.run(_stop_sampling, token))
+
+
+def _held_bytes(worker):
+    from .backends.dask.worker import _REGISTRY_ATTR
+
+    fits = list(getattr(worker, _REGISTRY_ATTR, {}).values())
+    return sum(f.solver.nbytes for f in fits if f.solver is not None)
+
+
+def _start_sampling(token, interval, dask_worker=None):
+    import threading
+
+    import psutil
+
+    process = psutil.Process()
+    stop = threading.Event()
+    numbers = {"start": process.memory_info().rss, "peak": 0, "held": 0}
+
+    def sample():
+        while True:
+            numbers["peak"] = max(numbers["peak"], process.memory_info().rss)
+            try:
+                numbers["held"] = max(numbers["held"], _held_bytes(dask_worker))
+            except (RuntimeError, AttributeError):   # a registry changed under us
+                pass
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=sample, daemon=True, name="daskelastic-memory")
+    samplers = getattr(dask_worker, _SAMPLERS_ATTR, None)
+    if samplers is None:
+        samplers = {}
+        setattr(dask_worker, _SAMPLERS_ATTR, samplers)
+    samplers[token] = (stop, thread, numbers)
+    thread.start()
+
+
+def _stop_sampling(token, dask_worker=None):
+    stop, thread, numbers = getattr(dask_worker, _SAMPLERS_ATTR).pop(token)
+    stop.set()
+    thread.join()
+    return numbers

@@ -972,6 +972,55 @@ def test_repacking_gathers_the_same_rows_as_packing_afresh(sparse):
                 np.testing.assert_array_equal(np.asarray(got_d).reshape(want_d.shape), want_d)
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("piece_bytes", [1, 2000, None], ids=["rows", "ranges", "whole"])
+def test_gathering_source_by_source_is_the_stack_gathered(sparse, piece_bytes):
+    """``gather_stacked`` returns the rows ``take`` of the stacked sources (the plain
+    stack-then-gather it replaces), and lets go of each source."""
+    from daskelastic.solvers.store import _gather_rows, _stack_rows, gather_stacked
+
+    rng = np.random.default_rng(5)
+    sources = []
+    for n in (23, 0, 41, 9):
+        X = (sp.random(n, 12, density=0.3, format="csr", random_state=n) if sparse
+             else rng.normal(size=(n, 12)))
+        sources.append((X, rng.normal(size=(n, 2)), rng.random(n), rng.normal(size=(n, 2))))
+    n = sum(src[0].shape[0] for src in sources)
+    take = rng.permutation(n)[:60]    # a packing that leaves some rows out
+    want = [_gather_rows(_stack_rows([src[0] for src in sources]), take)]
+    want += [np.concatenate([src[k] for src in sources])[take] for k in (1, 2, 3)]
+    given = list(sources)
+    got = gather_stacked(given, take, piece_bytes=piece_bytes)
+    assert given == [None] * len(sources)
+    for g, w in zip(got, want):
+        if sp.issparse(w):
+            assert sp.issparse(g) and g.format == "csr" and g.has_sorted_indices
+            for attr in ("data", "indices", "indptr"):
+                np.testing.assert_array_equal(getattr(g, attr), getattr(w, attr))
+        else:
+            assert g.flags.c_contiguous
+            np.testing.assert_array_equal(g, w)
+
+
+def test_packing_in_ranges_packs_as_in_one(monkeypatch):
+    """The packing a solver makes does not depend on the size of the ranges it gathers."""
+    from daskelastic.solvers import store
+
+    def packed(piece_bytes):
+        monkeypatch.setattr(store, "PACK_PIECE_BYTES", piece_bytes)
+        solver = ChunkSolver(loss_code("logistic"), 1, 1.0, seed=3)
+        for cid in range(3):
+            X, Y, sw = _problem("logistic", n=40 + cid, sparse=True, seed=cid)
+            solver.add_chunk(cid, X, Y, sw)
+        return solver._pack()
+
+    for got, want in zip(packed(500), packed(1 << 40)):
+        if sp.issparse(got):
+            assert (got != want).nnz == 0
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
 def _chunks_of(solver):
     return {cid: tuple(np.asarray(a.toarray() if sp.issparse(a) else a).copy()
                        for a in solver.get_chunk(cid)) for cid in solver.chunk_ids}

@@ -173,6 +173,119 @@ def _stack_rows(Xs):
     return Xs[0] if len(Xs) == 1 else np.vstack(Xs)
 
 
+def _concatenate(parts):
+    """The arrays ``parts`` end to end (the one array itself when alone)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+#: Bytes of packed rows gathered in one piece of :func:`gather_stacked`: its
+#: transient copies are a few pieces, not the whole packing
+PACK_PIECE_BYTES = 32 << 20
+
+
+def _source_bytes(source):
+    """Bytes of the arrays of ``(X, Y, sw, alpha)`` (or of a :class:`RowBlock`)."""
+    X = source[0]
+    data = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
+    return sum(a.nbytes for a in (*data, *source[1:4]))
+
+
+def gather_stacked(sources, take, piece_bytes=None):
+    """Rows ``take`` of the stack of ``sources``, each source freed once its rows are cut.
+
+    What ``_gather_rows(_stack_rows(Xs), take)`` (and the same gather of
+    ``Y``, ``sw`` and ``α``) returns, without the two whole copies: the
+    sources are read one by one, each cut into pieces by the range of
+    packed rows its rows go to, and let go (``sources[s]`` becomes None);
+    then each range is assembled from its pieces, in order, into the
+    packed arrays.  A worker's memory then grows by a source and a few
+    ranges (:data:`PACK_PIECE_BYTES` each) while it packs, not by two copies
+    of its rows; the caller must hold no other reference to the sources for
+    them to be freed (see the docs' *User guide*, *Memory*).
+
+    Parameters
+    ----------
+    sources : list of tuple
+        ``(X, Y, sw, alpha)`` per source: dense or CSR rows (CSR with sorted
+        indices), ``Y`` and ``alpha`` of shape ``(rows, m)``, ``sw`` of
+        shape ``(rows,)``.  Emptied as the rows are cut out.
+    take : ndarray of int64
+        Packed row ``p`` is row ``take[p]`` of the sources stacked.
+    piece_bytes : int, optional
+        Bytes per range of packed rows; :data:`PACK_PIECE_BYTES` when None.
+
+    Returns
+    -------
+    tuple
+        ``(X, Y, sw, alpha)`` of the packed rows, C-contiguous (CSR with
+        sorted indices when any source is sparse).
+    """
+    n = take.shape[0]
+    sparse = any(sp.issparse(src[0]) for src in sources)
+    dtype = np.result_type(*[src[0].dtype for src in sources])
+    d = sources[0][0].shape[1]
+    m = sources[0][1].shape[1]
+    total = sum(_source_bytes(src) for src in sources)
+    n_ranges = int(min(max(total // (piece_bytes or PACK_PIECE_BYTES), 1), max(n, 1)))
+    bounds = np.linspace(0, n, n_ranges + 1).astype(np.int64)
+    offsets = np.cumsum([0] + [src[0].shape[0] for src in sources])
+    of_source = np.searchsorted(offsets, take, side="right") - 1
+    pieces = [[] for _ in range(n_ranges)]   # per range: (packed rows, X, Y, sw, alpha)
+    nnz = 0
+    for s in range(len(sources)):
+        packed = np.flatnonzero(of_source == s)   # ascending, so grouped by range
+        local = take[packed] - offsets[s]
+        cuts = np.searchsorted(packed, bounds)
+        X, Y, sw, alpha = sources[s][:4]
+        sources[s] = None
+        if sparse:
+            X = sp.csr_matrix(X, dtype=dtype)
+            nnz += int(np.diff(X.indptr)[local].sum())
+        for j in range(n_ranges):
+            rows = local[cuts[j]:cuts[j + 1]]
+            if rows.shape[0]:
+                pieces[j].append((packed[cuts[j]:cuts[j + 1]], X[rows], Y[rows], sw[rows],
+                                  alpha[rows]))
+        del X, Y, sw, alpha
+    del of_source
+    Y_out, alpha_out = np.empty((n, m)), np.empty((n, m))
+    sw_out = np.empty(n)
+    if sparse:
+        index_dtype = np.int64 if max(nnz, d) > np.iinfo(np.int32).max else np.int32
+        data, indices = np.empty(nnz, dtype), np.empty(nnz, index_dtype)
+        indptr = np.zeros(n + 1, index_dtype)
+        filled = 0
+    else:
+        X_out = np.empty((n, d), dtype)
+    for j in range(n_ranges):
+        start = bounds[j]
+        parts, pieces[j] = pieces[j], None
+        if not parts:
+            continue
+        where = np.concatenate([p[0] for p in parts])
+        for k, out in ((2, Y_out), (3, sw_out), (4, alpha_out)):
+            out[where] = _concatenate([p[k] for p in parts])
+        if sparse:
+            # a range's rows in packed order, then into the packed arrays
+            block = _stack_rows([p[1] for p in parts])
+            parts = None
+            block = block[np.argsort(where, kind="stable")]
+            size = block.nnz
+            data[filled:filled + size] = block.data
+            indices[filled:filled + size] = block.indices
+            indptr[start + 1:bounds[j + 1] + 1] = block.indptr[1:] + filled
+            filled += size
+        else:
+            for p in parts:
+                X_out[p[0]] = p[1]
+        parts = None
+    if sparse:
+        X_out = sp.csr_matrix((data, indices, indptr), shape=(n, d))
+        if not X_out.has_sorted_indices:
+            X_out.sort_indices()
+    return X_out, Y_out, sw_out, alpha_out
+
+
 def _gather_rows(X, positions):
     """Rows ``positions`` of ``X`` (C-contiguous, or CSR with sorted indices)."""
     X = X[positions]
@@ -206,21 +319,6 @@ def _own_rows(X):
         return sp.csr_matrix((np.array(X.data), np.array(X.indices), np.array(X.indptr)),
                              shape=X.shape)
     return X
-
-
-def _nbytes(value):
-    """Bytes of the arrays (dense, or the three of a sparse matrix) in a nesting of them."""
-    if value is None:
-        return 0
-    if sp.issparse(value):
-        return int(value.data.nbytes + value.indices.nbytes + value.indptr.nbytes)
-    if isinstance(value, np.ndarray):
-        return int(value.nbytes)
-    if isinstance(value, dict):
-        return sum(_nbytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_nbytes(v) for v in value)
-    return 0
 
 
 def _empty_packing(m):
@@ -502,13 +600,18 @@ class ChunkStore:
 
     @property
     def nbytes(self):
-        """Bytes of the rows held and their dual state: the packing and what waits for it.
+        """Bytes of the arrays held: rows, targets, weights, ``α`` and the narrow indices.
 
-        Read without a lock (the dashboard asks while rounds run), so a
-        repacking at the same moment may count one side of it.
+        What a worker holds for the fit between rounds, packed or not (the
+        per-round workspace aside).  Read without a lock (the dashboard asks
+        while rounds run), so a repacking at the same moment may count one
+        side of it.
         """
-        return _nbytes([self._packed, self._indices, list(self._unpacked.values()),
-                        list(self._blocks)])
+        sources = [*self._unpacked.values(), *self._blocks]
+        if self._packed is not None:
+            sources.append(self._packed)
+        total = sum(_source_bytes(src) for src in sources)
+        return total + (0 if self._indices is None else self._indices.nbytes)
 
     def alpha_by_chunk(self):
         """The committed dual state of every chunk held.
@@ -600,18 +703,13 @@ class ChunkStore:
         index = [starts[c] if c in starts else self._rows[c] for c in ids]
         sizes = [r.shape[0] for r in index]
         n = sum(sizes)
-        X = _stack_rows([src[0] for src in sources])
-
-        def stacked(k):
-            parts = [src[k] for src in sources]
-            return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-        Y, sw, alpha = stacked(1), stacked(2), stacked(3)
         if all(c in self._unpacked and c in self._shuffled for c in ids):
             # only chunks whose rows came in a random order: packed as they
             # are stacked (in id order), in writable arrays (a message's
             # buffers may be read-only, for which numba would compile its
             # kernels anew), the dual state always the solver's own
+            X = _stack_rows([src[0] for src in sources])
+            Y, sw, alpha = (_concatenate([src[k] for src in sources]) for k in (1, 2, 3))
             self._packed = (_own_rows(X), _own(Y, len(ids) == 1),
                             _own(sw, len(ids) == 1), _own(alpha, len(ids) == 1))
             where = np.arange(n)
@@ -621,9 +719,11 @@ class ChunkStore:
             where = np.empty(n, dtype=np.int64)  # original row r sits at where[r]
             where[perm] = np.arange(n)
             take = np.concatenate(index)[perm]   # packed row p: row take[p] of the stack
-            self._packed = (_gather_rows(X, take), np.ascontiguousarray(Y[take]),
-                            np.ascontiguousarray(sw[take]),
-                            np.ascontiguousarray(alpha[take]))
+            del perm
+            # the store lets go of the sources, so that each is freed once
+            # its rows are cut out (``gather_stacked``)
+            self._packed, self._blocks, self._unpacked = None, [], {}
+            self._packed = gather_stacked(sources, take)
         self._indices = narrow_indices(self._packed[0])
         self._unit = unit_values(self._packed[0])
         self._rows = {}

@@ -141,7 +141,10 @@ class _Loading:
         persisted : list of dask arrays, optional
             ``[X, y]`` (and ``sample_weight``) already persisted: their blocks
             are loaded, while the backend keeps only the arrays' graphs (to
-            re-read the blocks of a lost worker).
+            re-read the blocks of a lost worker).  The list is emptied once
+            the loads are submitted, so that dask lets go of each block as
+            soon as its load has run (the worker's solver holds the block's
+            arrays then).
 
         Returns
         -------
@@ -159,7 +162,6 @@ class _Loading:
         arrays = [X, y] + ([sample_weight] if sample_weight is not None else [])
         self._source = ("dask", (arrays, encoder))
         blocks = persisted_blocks(self.client, persisted or arrays)
-        del persisted
         who_has = ask_scheduler("asking where the input is", self.client.who_has, blocks[0])
         sizes = {i: int(n) for i, n in enumerate(X.chunks[0])}
         self.chunk_sizes = sizes
@@ -179,8 +181,13 @@ class _Loading:
                     pure=False, key=f"daskelastic-load-{self.fit_id}-{cid}")))
         # the chunks will live in the workers' solvers: drop dask's copies (no
         # reference to a block may stay in this frame, which an error's
-        # traceback keeps)
+        # traceback keeps, nor in the caller's list), so that each block is
+        # released once its load has run, and a worker packs its rows while
+        # dask holds none of them (see the user guide's *Memory*)
         del blocks
+        if persisted is not None:
+            persisted.clear()
+        del persisted
         self._place_loaded(plan, lambda: loads)
         return {w: self.placement.get(w, []) for w in dict.fromkeys([*plan, *self.placement])}
 
