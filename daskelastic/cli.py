@@ -114,6 +114,10 @@ def build_parser():
                      help="penalise the intercept like a coefficient (liblinear's problem; "
                           "linearsvc's always): fewer rounds on sparse one-hot columns. "
                           "By default it is free, as scikit-learn's")
+    fit.add_argument("--solver", choices=["auto", "newton", "cholesky", "cocoa"],
+                     default="auto",
+                     help="newton (logistic, linearsvc) or cholesky (ridge) on narrow "
+                          "tables, cocoa's rounds, or auto: the estimators' choice (auto)")
     fit.add_argument("--straggler-policy", default=None,
                      help="how rounds treat slow workers (the estimators' straggler_policy)")
     fit.add_argument("--random-state", type=int, default=None, help="seed of the fit")
@@ -313,6 +317,8 @@ def _fit(args):
         random_state=args.random_state, verbose=0 if args.quiet else 1)
     if args.penalize_intercept:
         est.set_params(penalize_intercept=True)
+    if args.solver != "auto":
+        est.set_params(solver=args.solver)
     if args.model == "ridge":
         est.set_params(alpha=args.alpha if args.alpha is not None
                        else 1.0 / args.C if args.C is not None else 1.0)
@@ -420,6 +426,11 @@ def _check_fit_options(args):
         raise _UsageError("give --alpha or --C, not both")
     if args.loss is not None and args.model != "linearsvc":
         raise _UsageError("--loss applies to --model linearsvc")
+    if args.solver == "newton" and args.model == "ridge":
+        raise _UsageError("--solver newton applies to logistic and linearsvc; ridge's "
+                          "exact solver is cholesky")
+    if args.solver == "cholesky" and args.model != "ridge":
+        raise _UsageError("--solver cholesky applies to --model ridge; use newton")
     if not args.tol >= 0:
         raise _UsageError("--tol must be non-negative")
     if args.max_iter < 1:

@@ -426,11 +426,16 @@ def run_cocoa(backend, problem, *, tol=1e-4, max_iter=100, gamma=1.0, sigma=None
             continue     # the workers changed and Catalyst switched off
         fit.observe(round_id, w, objective, fenchel_young, mismatch)
     if not converged and not stop_requested:
+        # (sparse columns are not centred, and a free intercept then crawls:
+        # the user guide's *The intercept*)
+        hint = ("; with a free intercept on sparse (uncentred) columns, "
+                "penalize_intercept=True (liblinear's problem) takes far fewer rounds"
+                if problem.free_intercept else "")
         warnings.warn(
             f"daskelastic did not reach tol={tol:g} in max_iter={max_iter} rounds "
             f"(relative duality gap {objective.relative_gap:.3g}); increase max_iter or "
-            "tol, or standardise the features (the rounds needed grow with C·‖x‖²)",
-            ConvergenceWarning, stacklevel=3)
+            "tol, or standardise the features (the rounds needed grow with C·‖x‖²)"
+            + hint, ConvergenceWarning, stacklevel=3)
     return FitResult(w, n_iter, converged, objective, [e.as_dict() for e in history])
 
 

@@ -131,9 +131,14 @@ def test_fit_svmlight_on_a_local_cluster(files):
     (["fertility.csv", "--target", "morekids", "--tol", "nan"], "--tol must be non-negative"),
     (["fertility.csv", "--target", "morekids", "--history", "no/such/folder/h.csv"],
      "--history: the folder of 'no/such/folder/h.csv' does not exist"),
+    (["fertility.csv", "--target", "morekids", "--solver", "cholesky"],
+     "--solver cholesky applies to --model ridge"),
+    (["fertility.csv", "--target", "kids", "--model", "ridge", "--solver", "newton"],
+     "--solver newton applies to logistic and linearsvc"),
 ], ids=["missing file", "broken parquet", "unknown target", "no rows", "negative C",
         "workers and scheduler", "unknown model", "unknown extension", "svmlight target",
-        "unknown straggler policy", "NaN tol", "missing history folder"])
+        "unknown straggler policy", "NaN tol", "missing history folder", "cholesky logistic",
+        "newton ridge"])
 def test_bad_options_and_unreadable_files_exit_2_with_a_message(files, args, message,
                                                                monkeypatch, capsys):
     out = _run_here("fit", *args, "--quiet", cwd=files, monkeypatch=monkeypatch,
@@ -366,10 +371,11 @@ def test_predict_standardises_new_rows_with_the_fits_statistics(files, standardi
 
 
 def test_a_fit_left_with_a_relative_gap_above_1_warns_and_exits_1(files):
-    # (liblinear's penalised intercept: the free one's centred columns converge further)
+    # (CoCoA+'s rounds with liblinear's penalised intercept: Newton's steps, and the
+    # free intercept's centred columns, converge on raw columns)
     out = _run("fit", "raw_diamonds.parquet", "--target", "cut", "--no-scale", "--max-iter",
-               "20", "--penalize-intercept", "--output", "unscaled.joblib", "--history",
-               "unscaled.csv", "-q", cwd=files)
+               "20", "--penalize-intercept", "--solver", "cocoa", "--output",
+               "unscaled.joblib", "--history", "unscaled.csv", "-q", cwd=files)
     assert out.returncode == 1, (out.stdout, out.stderr)
     warning = [ln for ln in out.stderr.splitlines() if ln.startswith("warning: ")]
     assert len(warning) == 1

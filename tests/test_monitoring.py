@@ -393,7 +393,8 @@ def test_gap_plot_draws_the_certified_best_so_far_on_raw_columns():
     X, y = _raw_flights()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        clf = de.LogisticRegression(max_iter=40, backend="inprocess", n_workers=2).fit(X, y)
+        clf = de.LogisticRegression(solver="cocoa", max_iter=40, backend="inprocess",
+                                    n_workers=2).fit(X, y)
     figures = de.monitoring.FitFigures(placement=False)
     figures.show(clf.history_)
     data = figures.rounds.data

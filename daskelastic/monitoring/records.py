@@ -417,7 +417,7 @@ def history_frame(estimator: BaseEstimator | Sequence[Mapping[str, Any]], *,
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3))
     >>> y = (X[:, 0] > 0).astype(int)
-    >>> clf = LogisticRegression(n_workers=2, backend="inprocess").fit(X, y)
+    >>> clf = LogisticRegression(solver="cocoa", n_workers=2, backend="inprocess").fit(X, y)
     >>> frame = history_frame(clf)
     >>> len(frame) == len(clf.history_), bool(frame["duality_gap"].iloc[-1] <= 1e-4)
     (True, True)
