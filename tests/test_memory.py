@@ -90,11 +90,14 @@ def _fit_sampled(client, X, y, head=None):
 
     if head is None:
         head = X.blocks[0].compute()[:2000], y.blocks[0].compute()[:2000]
-    LogisticRegression(client=client, max_iter=2).fit(*head)
+    # (CoCoA+'s rounds, whose workers hold the rows in their solvers: a narrow
+    # table would otherwise get the Newton solver, which keeps dask's blocks)
+    LogisticRegression(solver="cocoa", client=client, max_iter=2).fit(*head)
     del head
     client.run(__import__("gc").collect)
     with sample_worker_memory(client) as memory:
-        clf = LogisticRegression(client=client, max_iter=3, tol=1e-12).fit(X, y)
+        clf = LogisticRegression(solver="cocoa", client=client, max_iter=3,
+                                 tol=1e-12).fit(X, y)
     return clf, memory
 
 
