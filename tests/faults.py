@@ -291,7 +291,8 @@ def main(argv=None):
     X, y, _ = load_flights(n_rows=args.rows)
     keep = np.asarray((X != 0).sum(axis=0)).ravel() > 0
     table = (X[:, keep].tocsr(), y)
-    optimum = de.LogisticRegression(C=0.5, tol=1e-10, max_iter=10000, backend="inprocess") \
+    optimum = de.LogisticRegression(C=0.5, penalize_intercept=True, tol=1e-10,
+                                    max_iter=10000, backend="inprocess") \
         .fit(*table).history_[-1]["primal"]
     print(f"flights, {table[0].shape[0]:,} rows x {table[0].shape[1]:,} one-hot columns; "
           f"logistic regression, C = 0.5, tol = 1e-6, 3 worker processes")

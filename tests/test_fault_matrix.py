@@ -33,7 +33,8 @@ def table(flights_small):
 
 @pytest.fixture(scope="module")
 def optimum(table):
-    return de.LogisticRegression(C=0.5, tol=1e-10, max_iter=10000, backend="inprocess") \
+    return de.LogisticRegression(C=0.5, penalize_intercept=True, tol=1e-10,
+                                 max_iter=10000, backend="inprocess") \
         .fit(*table).history_[-1]["primal"]
 
 
