@@ -383,7 +383,10 @@ def test_a_multinomial_fit_survives_a_killed_worker(free):
     X = table[NUMERIC].to_numpy(dtype=np.float64)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     y = table["cut"].astype(str).to_numpy()
-    kw = dict(C=1.0, tol=1e-7, max_iter=3000, random_state=0, penalize_intercept=not free)
+    # (CoCoA+'s rounds, whose chunks carry the dual values: on this narrow table
+    # "auto" would take Newton steps)
+    kw = dict(C=1.0, tol=1e-7, max_iter=3000, random_state=0, penalize_intercept=not free,
+              solver="cocoa")
     best = de.LogisticRegression(backend="inprocess", **{**kw, "tol": 1e-11}).fit(X, y)
     optimum = best.history_[-1]["primal"]
     with local_cluster(3) as cluster, Client(cluster, set_as_default=False) as client:
