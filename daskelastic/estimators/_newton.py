@@ -20,7 +20,6 @@ from .. import config
 from ..monitoring import FitMonitor
 from ..newton import placed_block
 from ..session import client_context, current_client, fit_session
-from ..targets import not_finite
 
 #: Rows of a block summed in this process: bounds the copy ``x_i·h_i`` a
 #: Hessian's product makes.
@@ -54,15 +53,13 @@ def uses_newton(estimator, problem):
 
 
 def _encode_block(X, y, sw, encoder, index, start):
-    """One dask block's ``(X, Y, c)``, its targets encoded (on the worker).
-
-    Bad values raise the CoCoA+ loader's message, which names the block.
+    """One dask block's ``(X, Y, c)``, validated and encoded as CoCoA+'s loads do (on the
+    worker); bad values raise the loader's message, which names the block.
     """
+    from ..backends.dask.worker import encoded_block
+
     try:
-        data = X.data if sp.issparse(X) else X
-        if not np.all(np.isfinite(data)):
-            raise not_finite("X")
-        Y, c = encoder.encode(np.asarray(y), None if sw is None else np.asarray(sw))
+        X, Y, c = encoded_block(X, y, sw, encoder)
     except ValueError as error:
         raise ValueError(f"{error} (in row block {index}: rows {start:,} to "
                          f"{start + X.shape[0] - 1:,} of the input)") from None
@@ -210,6 +207,7 @@ def _run(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held, kind,
                 for b in _memory_blocks(X, Y, sw, max(len(workers), 1) * cpw)]))
     held.clear()
     n_workers = 1 if client is None else len(client.scheduler_info(n_workers=-1)["workers"])
+    # (asked again: the cluster may have changed while the blocks were placed)
     scheduler = client if client is not None else "threads"
     common = dict(loss=problem.loss, intercept_scaling=problem.intercept_scaling,
                   free=problem.free_intercept)
@@ -223,7 +221,7 @@ def _run(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held, kind,
 
     def on_step(entry):
         now = time.perf_counter()
-        entry.update(_round_keys(n_workers, problem.n_samples, now - last[0]))
+        entry.update(_round_keys(entry, n_workers, problem.n_samples, now - last[0]))
         last[0] = now
         monitor.on_round(entry)
 
@@ -242,14 +240,22 @@ def _run(estimator, X, Y, sw, encoder, problem, w_start, dask_input, held, kind,
     return result, entry
 
 
-def _round_keys(n_workers, n_rows, seconds):
-    """The keys of a CoCoA+ round's history entry, filled in for a Newton step."""
-    return {"n_workers": n_workers, "n_used": n_workers, "n_dropped": 0, "n_preempted": 0,
-            "n_backup": None, "steps": n_rows, "sigma": 1.0, "outer": 0, "kappa": 0.0,
-            "worker_seconds": {}, "worker_cpu_seconds": {}, "worker_arrival": {},
-            "worker_rows": {}, "worker_status": {}, "cut": None, "round_seconds": seconds,
-            "policy": "wait", "policy_estimate": None, "cost": None, "events": [],
-            "solver": "newton"}
+def _round_keys(entry, n_workers, n_rows, seconds):
+    """A Newton step's ``entry`` with the fields of a CoCoA+ round's (:class:`RoundEntry`).
+
+    Built through :class:`~daskelastic.history.RoundEntry`, so that a field
+    the rounds' history gains is one a Newton step's entry has too.
+    """
+    from ..history import RoundEntry
+
+    own = {k: entry[k] for k in ("round", "time", "duality_gap", "gap", "primal", "dual",
+                                 "step")}
+    return dict(RoundEntry(**own, n_workers=n_workers, n_used=n_workers, n_dropped=0,
+                           n_preempted=0, n_backup=None, steps=n_rows, sigma=1.0, outer=0,
+                           kappa=0.0, worker_seconds={}, worker_cpu_seconds={},
+                           worker_arrival={}, worker_rows={}, worker_status={}, cut=None,
+                           round_seconds=seconds, policy="wait", policy_estimate=None,
+                           cost=None).as_dict(), solver="newton")
 
 
 class _NoSession:

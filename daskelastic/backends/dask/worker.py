@@ -164,11 +164,7 @@ def load_block(fit_id, problem, epoch, encoder, chunk_id, X, y, sample_weight=No
     ``epoch`` is past (see :class:`WorkerFit`).
     """
     try:
-        X = _as_chunk_matrix(X)
-        Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
-                               else np.asarray(sample_weight))
-        if X.shape[0] != Y.shape[0]:
-            raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
+        X, Y, sw = encoded_block(X, y, sample_weight, encoder)
     except (ValueError, TypeError) as e:
         return BadBlock(str(e))
     fit = _fit(fit_id, problem)
@@ -182,6 +178,26 @@ def load_block(fit_id, problem, epoch, encoder, chunk_id, X, y, sample_weight=No
         if pack_with is not None and set(pack_with) <= set(fit.solver.chunk_ids):
             fit.solver.prepare()   # under the lock, as in load_chunks
     return total
+
+
+def encoded_block(X, y, sample_weight, encoder):
+    """One block of dask input, validated and encoded: ``(X, Y, sample_weight)``.
+
+    ``X`` as a float CSR matrix (indices sorted) or a C-contiguous float
+    array; the targets and weights as ``encoder`` makes them.
+
+    Raises
+    ------
+    ValueError
+        For NaN or infinity, rows of ``X`` and ``y`` that do not match, or
+        labels the encoder has not seen.
+    """
+    X = _as_chunk_matrix(X)
+    Y, sw = encoder.encode(np.asarray(y), None if sample_weight is None
+                           else np.asarray(sample_weight))
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X block has {X.shape[0]} rows but y block {Y.shape[0]}")
+    return X, Y, sw
 
 
 def _as_chunk_matrix(X):
